@@ -1,0 +1,36 @@
+# Two commands for a newcomer: `make demo` and `make test`.
+# Both create .venv in the repo root when it is missing and install the project into it.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
+export SPARK_LOCAL_IP := 127.0.0.1
+
+.PHONY: demo test test-all lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/spark-stream-sched demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy spark_stream_sched/runtime
+
+bench: $(STAMP)
+	$(BIN)/spark-stream-sched bench all
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

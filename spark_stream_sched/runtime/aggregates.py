@@ -1,0 +1,182 @@
+"""Aggregate specifications: parsing ``"first(value) as first_v"`` and typing the results.
+
+Order-insensitive: ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max``,
+``count_where(pred)``. Order-sensitive over the total order ``(ts, input, seq)``: ``first``,
+``last``, ``first_where(col, pred)``, ``last_where(col, pred)`` (seed 004 §2 distinguishes the two
+families; Table 2's queries use both). Null handling is Spark SQL's: ``count(col)``, ``sum``,
+``avg``, ``min`` and ``max`` skip nulls; ``first``/``last`` return the first/last value even when
+it is null; a predicate that is null counts as false.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from spark_stream_sched.errors import ExpressionError
+from spark_stream_sched.runtime.predicate import Predicate
+
+#: function name -> (takes a column, takes a predicate)
+FUNCTIONS: dict[str, tuple[bool, bool]] = {
+    "count": (True, False), "sum": (True, False), "avg": (True, False),
+    "min": (True, False), "max": (True, False), "count_where": (False, True),
+    "first": (True, False), "last": (True, False),
+    "first_where": (True, True), "last_where": (True, True),
+}
+ORDER_SENSITIVE = frozenset({"first", "last", "first_where", "last_where"})
+_ALIAS = re.compile(r"^\s*as\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*)\s*$", re.IGNORECASE)
+_NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\(")
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split ``text`` at ``sep`` characters outside parentheses and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _closing_paren(text: str, open_at: int) -> int:
+    depth, quote = 0, ""
+    for i in range(open_at, len(text)):
+        ch = text[i]
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ExpressionError(f"aggregate {text!r}: unbalanced parentheses")
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate: ``func(column[, predicate]) as alias``. ``column`` is ``"*"`` for count(*)."""
+
+    func: str
+    column: str | None
+    predicate: str | None
+    alias: str
+
+    @property
+    def order_sensitive(self) -> bool:
+        """True for aggregates whose result depends on the order of tuples."""
+        return self.func in ORDER_SENSITIVE
+
+    def text(self) -> str:
+        """Canonical text that :func:`parse_aggregate` parses back into this spec."""
+        args = [a for a in (self.column, self.predicate) if a is not None]
+        alias = self.alias if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", self.alias) else (
+            f"`{self.alias}`")
+        return f"{self.func}({', '.join(args)}) as {alias}"
+
+
+def parse_aggregate(text: str) -> AggSpec:
+    """Parse one aggregate expression such as ``"first_where(v, kind = 'alarm') as fa"``."""
+    match = _NAME.match(text)
+    if not match:
+        raise ExpressionError(f"aggregate {text!r}: expected 'function(args) as alias'")
+    func = match.group(1).lower()
+    if func not in FUNCTIONS:
+        raise ExpressionError(f"aggregate {text!r}: unknown function {func!r}; "
+                              f"known: {', '.join(sorted(FUNCTIONS))}")
+    close = _closing_paren(text, match.end() - 1)
+    inner, rest = text[match.end():close].strip(), text[close + 1:]
+    alias_match = _ALIAS.match(rest) if rest.strip() else None
+    if rest.strip() and not alias_match:
+        raise ExpressionError(f"aggregate {text!r}: expected 'as alias' after the call, "
+                              f"found {rest.strip()!r}")
+    takes_col, takes_pred = FUNCTIONS[func]
+    column = predicate = None
+    if takes_col and takes_pred:
+        args = split_top_level(inner)
+        if len(args) < 2:
+            raise ExpressionError(f"aggregate {text!r}: {func} needs (column, predicate)")
+        column, predicate = args[0], inner.split(",", 1)[1].strip()
+    elif takes_pred:
+        predicate = inner
+    else:
+        column = inner
+    if column is not None:
+        column = column.strip("`")
+        if not column or (column == "*" and func != "count"):
+            raise ExpressionError(f"aggregate {text!r}: {func} needs a column name")
+    if takes_pred and not predicate:
+        raise ExpressionError(f"aggregate {text!r}: {func} needs a predicate")
+    default_alias = f"{func}({inner})"
+    alias = alias_match.group(1).strip("`") if alias_match else default_alias
+    return AggSpec(func, column, predicate, alias)
+
+
+def parse_aggregates(items: str | Iterable[str]) -> list[AggSpec]:
+    """Parse a comma-separated string or a list of aggregate expressions; aliases must differ."""
+    texts = split_top_level(items) if isinstance(items, str) else list(items)
+    if not texts:
+        raise ExpressionError("no aggregates given; e.g. 'count(*) as n'")
+    specs = [parse_aggregate(t) for t in texts]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.alias in seen:
+            raise ExpressionError(f"aggregate alias {spec.alias!r} is used twice")
+        seen.add(spec.alias)
+    return specs
+
+
+@dataclass(frozen=True)
+class BoundAggregate:
+    """An :class:`AggSpec` checked against an input schema, with its result type."""
+
+    spec: AggSpec
+    input_type: pa.DataType | None
+    predicate: Predicate | None
+    output_type: pa.DataType
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def bind(spec: AggSpec, schema: pa.Schema) -> BoundAggregate:
+    """Check ``spec`` against ``schema`` and derive its output type (Spark's typing rules)."""
+    input_type = None
+    if spec.column not in (None, "*"):
+        if spec.column not in schema.names:
+            raise ExpressionError(f"aggregate {spec.text()!r} uses unknown column "
+                                  f"{spec.column!r}; columns are {schema.names}")
+        input_type = schema.field(spec.column).type
+    predicate = Predicate.compile(spec.predicate, schema) if spec.predicate else None
+    func = spec.func
+    if func in ("sum", "avg") and not (input_type is not None and _numeric(input_type)):
+        raise ExpressionError(f"aggregate {spec.text()!r}: {func} needs a numeric column, "
+                              f"{spec.column!r} is {input_type}")
+    if func in ("count", "count_where"):
+        output: pa.DataType = pa.int64()
+    elif func == "avg":
+        output = pa.float64()
+    elif func == "sum":
+        assert input_type is not None
+        output = pa.int64() if pa.types.is_integer(input_type) else pa.float64()
+    else:
+        assert input_type is not None
+        output = input_type
+    return BoundAggregate(spec, input_type, predicate, output)

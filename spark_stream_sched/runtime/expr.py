@@ -1,0 +1,249 @@
+"""A small, safe predicate language for ``count_where`` / ``first_where`` / ``last_where``.
+
+Grammar (keywords are case-insensitive; never ``eval``)::
+
+    expr       := or_expr
+    or_expr    := and_expr ("or" and_expr)*
+    and_expr   := not_expr ("and" not_expr)*
+    not_expr   := "not" not_expr | predicate
+    predicate  := "(" expr ")"
+                | operand ("=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=") operand
+                | operand "is" ["not"] "null"
+                | operand ["not"] ("contains" | "rlike") STRING
+                | operand                       -- a boolean column or literal
+    operand    := COLUMN | `quoted column` | NUMBER | STRING | "true" | "false" | "null"
+
+Semantics follow Spark SQL's three-valued logic: a comparison with null is null, ``and``/``or``
+are Kleene, ``not null`` is null, and a predicate that ends up null counts as false.
+``rlike`` uses RE2 syntax in the vectorised path (Arrow) and Python's ``re.search`` in the row
+path (the reference); patterns are checked against both at compile time.
+
+Two evaluators share one AST: :meth:`Predicate.evaluate` works on whole Arrow tables (the hot
+path) and :meth:`Predicate.evaluate_row` on one row dict (the reference oracle).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spark_stream_sched.errors import ExpressionError
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+    r"|(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+    r"|(?P<qid>`[^`]+`)|(?P<id>[A-Za-z_][A-Za-z_0-9.]*)|(?P<op><=|>=|==|!=|<>|[=<>()]))"
+)
+_KEYWORDS = {"and", "or", "not", "is", "null", "contains", "rlike", "true", "false"}
+_CMP: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
+    "=": ("equal", operator.eq), "==": ("equal", operator.eq),
+    "!=": ("not_equal", operator.ne), "<>": ("not_equal", operator.ne),
+    "<": ("less", operator.lt), "<=": ("less_equal", operator.le),
+    ">": ("greater", operator.gt), ">=": ("greater_equal", operator.ge),
+}
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # num | str | id | kw | op | end
+    text: str
+    pos: int
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split ``text`` into tokens; raise ExpressionError at the first unknown character."""
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN.match(text, pos)
+        if not match:
+            raise ExpressionError(
+                f"cannot parse {text!r} at position {pos}: {text[pos:pos + 10]!r}")
+        kind = match.lastgroup or "op"
+        value, start = match.group(kind), match.start(kind)
+        if kind == "id" and value.lower() in _KEYWORDS:
+            kind, value = "kw", value.lower()
+        elif kind == "qid":
+            kind, value = "id", value[1:-1]
+        elif kind == "str":
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        tokens.append(Token(kind, value, start))
+        pos = match.end()
+    tokens.append(Token("end", "", len(text)))
+    return tokens
+
+
+# ---- AST -------------------------------------------------------------------------------------
+
+class Node:
+    """Base of the expression AST."""
+
+    def columns(self) -> set[str]:
+        return set()
+
+
+@dataclass(frozen=True)
+class Column(Node):
+    name: str
+
+    def columns(self) -> set[str]:
+        return {self.name}
+
+
+@dataclass(frozen=True)
+class Literal(Node):
+    value: Any
+
+
+@dataclass(frozen=True)
+class Compare(Node):
+    op: str
+    left: Node
+    right: Node
+
+    def columns(self) -> set[str]:
+        return self.left.columns() | self.right.columns()
+
+
+@dataclass(frozen=True)
+class Logical(Node):
+    op: str  # "and" | "or"
+    left: Node
+    right: Node
+
+    def columns(self) -> set[str]:
+        return self.left.columns() | self.right.columns()
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    child: Node
+
+    def columns(self) -> set[str]:
+        return self.child.columns()
+
+
+@dataclass(frozen=True)
+class IsNull(Node):
+    child: Node
+    negated: bool
+
+    def columns(self) -> set[str]:
+        return self.child.columns()
+
+
+@dataclass(frozen=True)
+class Match(Node):
+    op: str  # "contains" | "rlike"
+    child: Node
+    pattern: str
+    negated: bool
+
+    def columns(self) -> set[str]:
+        return self.child.columns()
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+
+    def peek(self) -> Token:
+        return self.tokens[self.i]
+
+    def next(self) -> Token:
+        token = self.tokens[self.i]
+        self.i += 1
+        return token
+
+    def fail(self, what: str) -> ExpressionError:
+        token = self.peek()
+        found = token.text or "end of input"
+        return ExpressionError(f"in predicate {self.text!r} at position {token.pos}: "
+                               f"expected {what}, found {found!r}")
+
+    def accept_kw(self, word: str) -> bool:
+        if self.peek().kind == "kw" and self.peek().text == word:
+            self.i += 1
+            return True
+        return False
+
+    def parse(self) -> Node:
+        node = self.or_expr()
+        if self.peek().kind != "end":
+            raise self.fail("'and', 'or' or the end")
+        return node
+
+    def or_expr(self) -> Node:
+        node = self.and_expr()
+        while self.accept_kw("or"):
+            node = Logical("or", node, self.and_expr())
+        return node
+
+    def and_expr(self) -> Node:
+        node = self.not_expr()
+        while self.accept_kw("and"):
+            node = Logical("and", node, self.not_expr())
+        return node
+
+    def not_expr(self) -> Node:
+        if self.accept_kw("not"):
+            return Not(self.not_expr())
+        return self.predicate()
+
+    def predicate(self) -> Node:
+        if self.peek().kind == "op" and self.peek().text == "(":
+            self.next()
+            node = self.or_expr()
+            if self.next().text != ")":
+                self.i -= 1
+                raise self.fail("')'")
+            return node
+        left = self.operand()
+        token = self.peek()
+        if token.kind == "op" and token.text in _CMP:
+            self.next()
+            return Compare(token.text, left, self.operand())
+        if self.accept_kw("is"):
+            negated = self.accept_kw("not")
+            if not self.accept_kw("null"):
+                raise self.fail("'null'")
+            return IsNull(left, negated)
+        negated = self.accept_kw("not")
+        for word in ("contains", "rlike"):
+            if self.accept_kw(word):
+                pattern = self.next()
+                if pattern.kind != "str":
+                    self.i -= 1
+                    raise self.fail(f"a quoted string after {word!r}")
+                return Match(word, left, pattern.text, negated)
+        if negated:
+            raise self.fail("'contains' or 'rlike' after 'not'")
+        return left
+
+    def operand(self) -> Node:
+        token = self.next()
+        if token.kind == "id":
+            return Column(token.text)
+        if token.kind == "num":
+            is_float = any(c in token.text for c in ".eE")
+            return Literal(float(token.text) if is_float else int(token.text))
+        if token.kind == "str":
+            return Literal(token.text)
+        if token.kind == "kw" and token.text in ("true", "false", "null"):
+            return Literal({"true": True, "false": False, "null": None}[token.text])
+        self.i -= 1
+        raise self.fail("a column name or a literal")
+
+
+def parse_predicate(text: str) -> Node:
+    """Parse predicate ``text`` into an AST (ExpressionError on a syntax error)."""
+    if not text.strip():
+        raise ExpressionError("empty predicate")
+    return _Parser(text).parse()

@@ -1,0 +1,287 @@
+"""S-Merge: deterministic incremental k-way merge of timestamp-sorted inputs.
+
+This is the T-Gate of seed 004 (§4, §5.5, Algorithm 4) in vectorised form. Tuples of N inputs are
+released in the total order ``(ts, input, seq)`` exactly when they are *ready* (seed 004
+Def. 1, with the deterministic tie rule of DESIGN.md §2): with ``R = min_j latest_ts(j)`` over the
+unfinished inputs (a finished input counts as +infinity; an input that has produced nothing
+blocks), a tuple is released once ``ts < R``, or once every input has finished. The strict ``<``
+matters: an input whose latest ``ts`` equals ``R`` may still send more tuples with that ``ts``,
+and those must come before equal-``ts`` tuples of higher-numbered inputs.
+
+Out-of-order input (a ``ts`` lower than an earlier one of the same input) is handled by policy:
+``fail`` raises :class:`~spark_stream_sched.errors.OutOfOrderError` naming input, position and
+both timestamps; ``drop`` drops the tuple and counts it in :attr:`SMerge.dropped`.
+
+Released rows carry :data:`~.packets.INPUT_COL` and :data:`~.packets.SEQ_COL`. The result
+depends only on the tuples pushed, never on how they were split into pushes or pops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
+from spark_stream_sched.runtime import snapshot
+from spark_stream_sched.runtime.packets import (
+    INPUT_COL,
+    SEQ_COL,
+    TS_MAX,
+    Data,
+    as_table,
+    event_times,
+)
+
+OutOfOrderPolicy = Literal["fail", "drop"]
+OUT_OF_ORDER_POLICIES = ("fail", "drop")
+
+
+@dataclass
+class _InputState:
+    """Buffered, not yet released tuples of one input, with their event times."""
+
+    chunks: list[pa.Table] = field(default_factory=list)
+    ts_chunks: list[np.ndarray] = field(default_factory=list)
+    latest_ts: int | None = None
+    next_seq: int = 0
+    finished: bool = False
+    dropped: int = 0
+
+    def buffered(self) -> int:
+        return sum(len(ts) for ts in self.ts_chunks)
+
+
+def check_policy(policy: str) -> OutOfOrderPolicy:
+    """Validate an out-of-order policy name."""
+    if policy not in OUT_OF_ORDER_POLICIES:
+        raise ConfigError(f"out-of-order policy {policy!r} is unknown; use 'fail' or 'drop'")
+    return policy  # type: ignore[return-value]
+
+
+def _keep_in_order(
+    ts: np.ndarray, previous: int | None, policy: OutOfOrderPolicy, input_id: int, seq0: int
+) -> np.ndarray | None:
+    """Return a keep-mask for ``ts`` (None when all rows are in order)."""
+    floor = np.int64(previous) if previous is not None else ts[0]
+    bad_first = ts[0] < floor
+    if not bad_first and (len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1]))):
+        return None
+    prev_max = np.maximum.accumulate(np.concatenate(([floor], ts[:-1])))
+    keep = ts >= prev_max
+    if policy == "fail":
+        j = int(np.flatnonzero(~keep)[0])
+        raise OutOfOrderError(input_id, seq0 + j, int(ts[j]), int(prev_max[j]))
+    return np.asarray(keep)
+
+
+class SMerge:
+    """Incremental k-way ordered merge with readiness (seed 004 Def. 1, T-Gate §5.5).
+
+    Parameters
+    ----------
+    n_inputs:
+        Number of input streams (ids ``0 .. n_inputs-1``).
+    ts_column:
+        Name of the event-time column (int64 ms or an Arrow timestamp).
+    out_of_order:
+        ``"fail"`` (default) or ``"drop"``.
+
+    Notes
+    -----
+    All inputs must share one schema (the first pushed packet fixes it; later packets are cast
+    to it or rejected with :class:`InputError`). Not thread-safe: one owner pushes and pops.
+    """
+
+    def __init__(self, n_inputs: int, ts_column: str = "ts",
+                 out_of_order: str = "fail") -> None:
+        if n_inputs < 1:
+            raise ConfigError(f"S-Merge needs at least one input, got n_inputs={n_inputs}")
+        self.n_inputs = n_inputs
+        self.ts_column = ts_column
+        self.policy = check_policy(out_of_order)
+        self.schema: pa.Schema | None = None
+        self._inputs = [_InputState() for _ in range(n_inputs)]
+        self.released = 0
+
+    # -- input side -------------------------------------------------------------------------
+
+    def _check_input(self, input_id: int) -> _InputState:
+        if not 0 <= input_id < self.n_inputs:
+            raise InputError(f"input id {input_id} is out of range 0..{self.n_inputs - 1}")
+        state = self._inputs[input_id]
+        if state.finished:
+            raise InputError(f"input {input_id} was already finished; it cannot send more rows")
+        return state
+
+    def _conform(self, table: pa.Table, input_id: int) -> pa.Table:
+        if self.schema is None:
+            self.schema = table.schema
+            return table
+        if table.schema.equals(self.schema):
+            return table
+        try:
+            return table.select(self.schema.names).cast(self.schema)
+        except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+            raise InputError(
+                f"input {input_id}: schema {table.schema} does not match the first input's "
+                f"schema {self.schema}: {exc}"
+            ) from exc
+
+    def push(self, input_id: int, data: Data) -> None:
+        """Buffer the next tuples of input ``input_id`` (in that input's order).
+
+        Raises
+        ------
+        OutOfOrderError
+            Policy ``fail`` and a tuple's ts is lower than an earlier ts of the same input.
+        InputError
+            Unknown or finished input, bad timestamp column, schema mismatch.
+        """
+        state = self._check_input(input_id)
+        table = as_table(data)
+        if table.num_rows == 0:
+            return
+        where = f"input {input_id} (rows from position {state.next_seq})"
+        ts = event_times(table, self.ts_column, where)
+        table = self._conform(table, input_id)
+        seq0 = state.next_seq
+        seq = np.arange(seq0, seq0 + len(ts), dtype=np.int64)
+        keep = _keep_in_order(ts, state.latest_ts, self.policy, input_id, seq0)
+        state.next_seq += len(ts)
+        table = table.append_column(INPUT_COL, pa.array(np.full(len(ts), input_id, np.int32)))
+        table = table.append_column(SEQ_COL, pa.array(seq))
+        if keep is not None:
+            state.dropped += int(len(keep) - np.count_nonzero(keep))
+            table, ts = table.filter(pa.array(keep)), ts[keep]
+            if len(ts) == 0:
+                return
+        state.chunks.append(table)
+        state.ts_chunks.append(ts)
+        state.latest_ts = int(ts[-1])
+
+    def finish(self, input_id: int) -> None:
+        """Declare that input ``input_id`` will send nothing more (it counts as +infinity)."""
+        self._check_input(input_id).finished = True
+
+    # -- readiness ---------------------------------------------------------------------------
+
+    @property
+    def ready_bound(self) -> int | None:
+        """``R``: tuples with ``ts < R`` are ready; None while an unfinished input sent nothing."""
+        bound = TS_MAX
+        for state in self._inputs:
+            if state.finished:
+                continue
+            if state.latest_ts is None:
+                return None
+            bound = min(bound, state.latest_ts)
+        return bound
+
+    @property
+    def all_finished(self) -> bool:
+        """True once every input has been finished."""
+        return all(state.finished for state in self._inputs)
+
+    @property
+    def dropped(self) -> list[int]:
+        """Tuples dropped per input under the ``drop`` policy."""
+        return [state.dropped for state in self._inputs]
+
+    @property
+    def buffered(self) -> int:
+        """Tuples pushed but not yet released."""
+        return sum(state.buffered() for state in self._inputs)
+
+    # -- output side -------------------------------------------------------------------------
+
+    def _take_ready(self, state: _InputState, bound: int, everything: bool) -> list[pa.Table]:
+        taken: list[pa.Table] = []
+        while state.chunks:
+            ts = state.ts_chunks[0]
+            cut = len(ts) if everything else int(np.searchsorted(ts, bound, side="left"))
+            if cut == 0:
+                break
+            if cut == len(ts):
+                taken.append(state.chunks.pop(0))
+                state.ts_chunks.pop(0)
+                continue
+            taken.append(state.chunks[0].slice(0, cut))
+            state.chunks[0] = state.chunks[0].slice(cut)
+            state.ts_chunks[0] = ts[cut:]
+            break
+        return taken
+
+    def pop_ready(self) -> pa.Table:
+        """Release every buffered tuple that is ready, in the total order ``(ts, input, seq)``.
+
+        Returns an empty table (possibly with no columns, before the first push) when nothing
+        is ready.
+        """
+        bound = self.ready_bound
+        empty = self.output_schema().empty_table() if self.schema is not None else pa.table({})
+        if bound is None:
+            return empty
+        everything = self.all_finished
+        parts: list[pa.Table] = []
+        for state in self._inputs:
+            parts.extend(self._take_ready(state, bound, everything))
+        if not parts:
+            return empty
+        merged = pa.concat_tables(parts).combine_chunks()
+        sources = len({int(p.column(INPUT_COL)[0].as_py()) for p in parts})
+        if sources > 1:
+            ts = event_times(merged, self.ts_column, "merged rows")
+            # The concatenation is input-major and seq-ascending, so a stable sort on ts alone
+            # yields (ts, input, seq).
+            order = np.argsort(ts, kind="stable")
+            merged = merged.take(pa.array(order))
+        self.released += merged.num_rows
+        return merged
+
+    def output_schema(self) -> pa.Schema:
+        """Schema of released rows: the inputs' schema plus the two reserved columns."""
+        if self.schema is None:
+            raise InputError("no rows have been pushed yet, so the schema is unknown")
+        return self.schema.append(pa.field(INPUT_COL, pa.int32())).append(
+            pa.field(SEQ_COL, pa.int64()))
+
+    # -- state -------------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """Serialise the merge's state (buffered tuples and cursors) to bytes."""
+        meta: dict[str, Any] = {
+            "n_inputs": self.n_inputs, "ts_column": self.ts_column, "policy": self.policy,
+            "released": self.released,
+            "inputs": [
+                {"latest_ts": s.latest_ts, "next_seq": s.next_seq, "finished": s.finished,
+                 "dropped": s.dropped} for s in self._inputs
+            ],
+        }
+        tables: dict[str, pa.Table] = {}
+        if self.schema is not None:
+            tables["schema"] = self.schema.empty_table()
+            for i, state in enumerate(self._inputs):
+                if state.chunks:
+                    tables[f"input_{i}"] = pa.concat_tables(state.chunks)
+        return snapshot.encode("smerge", meta, tables)
+
+    @classmethod
+    def restore(cls, data: bytes) -> SMerge:
+        """Rebuild an :class:`SMerge` from :meth:`snapshot` bytes (StateError if corrupt)."""
+        meta, tables = snapshot.decode(data, "smerge")
+        merge = cls(meta["n_inputs"], meta["ts_column"], meta["policy"])
+        merge.released = meta["released"]
+        if "schema" in tables:
+            merge.schema = tables["schema"].schema
+        for i, info in enumerate(meta["inputs"]):
+            state = merge._inputs[i]
+            state.latest_ts, state.next_seq = info["latest_ts"], info["next_seq"]
+            state.finished, state.dropped = info["finished"], info["dropped"]
+            if f"input_{i}" in tables:
+                table = tables[f"input_{i}"]
+                state.chunks = [table]
+                state.ts_chunks = [event_times(table, merge.ts_column, f"snapshot input {i}")]
+        return merge

@@ -1,0 +1,160 @@
+"""Vectorised two-stage aggregation: tuples -> pane partials -> window results.
+
+Stage 1 (:func:`pane_partials`) folds the tuples of complete panes into one partial row per
+``(pane, key)``; stage 2 (:func:`combine_windows`) expands each partial row to the windows that
+contain its pane and folds the partials of each ``(window, key)``. Both stages use Arrow's hash
+aggregation with ``use_threads=False``, which folds each group sequentially in input order, so
+results depend only on the tuples (never on batch boundaries). Order-sensitive aggregates use the
+*position trick*: the min/max row position (optionally masked by a predicate) selects the row
+whose value is taken, so ``first`` of a null value is still that null (Spark's ``first``).
+
+Partial columns per aggregate ``i``: ``a{i}_n`` counts, ``a{i}_sum`` sums, ``a{i}_v`` values and
+``a{i}_found`` flags (for ``*_where``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_stream_sched.runtime.aggregates import BoundAggregate
+
+PANE = "__pane"
+WINDOW = "__k"
+_POS = "__pos"
+_SKIP = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
+_COUNT0 = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
+
+
+def _sum_input(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    wide = pa.int64() if pa.types.is_integer(column.type) else pa.float64()
+    return column.cast(wide)
+
+
+def _masked_positions(positions: pa.Array, mask: np.ndarray) -> pa.Array:
+    return pa.array(positions.to_numpy(), mask=~mask)
+
+
+def _stage1_requests(
+    aggs: list[BoundAggregate], rows: pa.Table
+) -> tuple[pa.Table, list[tuple[str, str, pc.FunctionOptions | None]]]:
+    """Add helper columns to ``rows`` and list the Arrow aggregations stage 1 needs."""
+    n = rows.num_rows
+    positions = pa.array(np.arange(n, dtype=np.int64))
+    rows = rows.append_column(_POS, positions)
+    requests: dict[tuple[str, str], pc.FunctionOptions | None] = {}
+    for i, agg in enumerate(aggs):
+        spec, func = agg.spec, agg.spec.func
+        if func == "count":
+            requests[(_POS if spec.column == "*" else str(spec.column), "count")] = None
+        elif func in ("sum", "avg"):
+            rows = rows.append_column(f"__s{i}", _sum_input(rows.column(spec.column)))
+            requests[(f"__s{i}", "sum")] = _SKIP
+            if func == "avg":
+                requests[(str(spec.column), "count")] = None
+        elif func in ("min", "max"):
+            requests[(str(spec.column), func)] = _SKIP
+        elif func == "count_where":
+            assert agg.predicate is not None
+            hits = agg.predicate.evaluate(rows).astype(np.int64)
+            rows = rows.append_column(f"__w{i}", pa.array(hits))
+            requests[(f"__w{i}", "sum")] = _COUNT0
+        elif func in ("first", "last"):
+            requests[(_POS, "min" if func == "first" else "max")] = _SKIP
+        else:  # first_where / last_where
+            assert agg.predicate is not None
+            mask = agg.predicate.evaluate(rows)
+            rows = rows.append_column(f"__w{i}", _masked_positions(positions, mask))
+            requests[(f"__w{i}", "min" if func == "first_where" else "max")] = _SKIP
+    return rows, [(col, fn, opts) for (col, fn), opts in requests.items()]
+
+
+def pane_partials(
+    rows: pa.Table, pane: np.ndarray, keys: list[str], aggs: list[BoundAggregate]
+) -> pa.Table:
+    """Stage 1: one partial row per ``(pane, key)`` of ``rows`` (tuples in the total order).
+
+    The result is sorted by pane (Arrow does not promise any group order, so it is sorted
+    here; stage 2 relies on pane order for ``first``/``last``).
+    """
+    rows = rows.append_column(PANE, pa.array(pane))
+    rows, requests = _stage1_requests(aggs, rows)
+    grouped = rows.group_by([PANE, *keys], use_threads=False).aggregate(requests)
+    out = {PANE: grouped.column(PANE)}
+    out.update({key: grouped.column(key) for key in keys})
+    for i, agg in enumerate(aggs):
+        spec, func = agg.spec, agg.spec.func
+        if func == "count":
+            out[f"a{i}_n"] = grouped.column(f"{_POS if spec.column == '*' else spec.column}_count")
+        elif func in ("sum", "avg"):
+            out[f"a{i}_sum"] = grouped.column(f"__s{i}_sum")
+            if func == "avg":
+                out[f"a{i}_n"] = grouped.column(f"{spec.column}_count")
+        elif func in ("min", "max"):
+            out[f"a{i}_v"] = grouped.column(f"{spec.column}_{func}")
+        elif func == "count_where":
+            out[f"a{i}_n"] = grouped.column(f"__w{i}_sum")
+        else:
+            pos_col = (f"{_POS}_{'min' if func == 'first' else 'max'}"
+                       if func in ("first", "last") else
+                       f"__w{i}_{'min' if func == 'first_where' else 'max'}")
+            pos = grouped.column(pos_col)
+            out[f"a{i}_v"] = rows.column(str(spec.column)).take(pos)
+            if func.endswith("_where"):
+                out[f"a{i}_found"] = pc.is_valid(pos)
+    partials = pa.table(out)
+    order = np.argsort(partials.column(PANE).to_numpy(), kind="stable")
+    return partials.take(pa.array(order))
+
+
+def expand_to_windows(panes: pa.Table, k_first: np.ndarray, k_last: np.ndarray) -> pa.Table:
+    """Repeat each partial row once per window ``k`` in ``[k_first, k_last]`` (row-wise)."""
+    counts = np.maximum(k_last - k_first + 1, 0)
+    index = np.repeat(np.arange(panes.num_rows), counts)
+    offsets = np.arange(index.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    k = np.repeat(k_first, counts) + offsets
+    expanded = panes.take(pa.array(index))
+    return expanded.append_column(WINDOW, pa.array(k.astype(np.int64)))
+
+
+def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate]) -> pa.Table:
+    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order."""
+    positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
+    table = expanded.append_column(_POS, positions)
+    requests: list[tuple[str, str, pc.FunctionOptions | None]] = []
+    for i, agg in enumerate(aggs):
+        func = agg.spec.func
+        if func in ("count", "count_where"):
+            requests.append((f"a{i}_n", "sum", _COUNT0))
+        elif func in ("sum", "avg"):
+            requests.append((f"a{i}_sum", "sum", _SKIP))
+            if func == "avg":
+                requests.append((f"a{i}_n", "sum", _COUNT0))
+        elif func in ("min", "max"):
+            requests.append((f"a{i}_v", func, _SKIP))
+        else:
+            mask = (np.ones(table.num_rows, dtype=bool) if func in ("first", "last") else
+                    table.column(f"a{i}_found").to_numpy().astype(bool))
+            table = table.append_column(f"__p{i}", _masked_positions(positions, mask))
+            requests.append((f"__p{i}", "min" if func.startswith("first") else "max", _SKIP))
+    grouped = table.group_by([WINDOW, *keys], use_threads=False).aggregate(requests)
+    out = {WINDOW: grouped.column(WINDOW)}
+    out.update({key: grouped.column(key) for key in keys})
+    for i, agg in enumerate(aggs):
+        func, alias = agg.spec.func, agg.spec.alias
+        if func in ("count", "count_where"):
+            out[alias] = grouped.column(f"a{i}_n_sum")
+        elif func == "sum":
+            out[alias] = grouped.column(f"a{i}_sum_sum").cast(agg.output_type)
+        elif func == "avg":
+            total = grouped.column(f"a{i}_sum_sum").cast(pa.float64())
+            n = grouped.column(f"a{i}_n_sum")
+            out[alias] = pc.if_else(pc.equal(n, 0), pa.scalar(None, pa.float64()),
+                                    pc.divide(total, n.cast(pa.float64())))
+        elif func in ("min", "max"):
+            out[alias] = grouped.column(f"a{i}_v_{func}")
+        else:
+            pos = grouped.column(f"__p{i}_{'min' if func.startswith('first') else 'max'}")
+            out[alias] = table.column(f"a{i}_v").take(pos)
+    return pa.table(out)

@@ -1,0 +1,225 @@
+"""Ordered window aggregation over released tuples (seed 004 §3 Update/Output stages, W-Hive).
+
+:class:`WindowAggregator` receives tuples already in the total order ``(ts, input, seq)``
+together with the ready bound ``R`` and emits each ``(window, key)`` result exactly once, when
+``R >= window_end`` (DESIGN.md §2). Internally it keeps
+
+* ``pending``: tuples of panes that are not complete yet (``pane_end > R``), at most about one
+  pane of tuples;
+* ``panes``: partial aggregates of complete panes that some unemitted window still needs.
+
+A pane's partial is computed once, from all its tuples in total order, so results do not depend
+on how the input was split into updates (tested bit-for-bit, floats included).
+
+Output rows: ``window_start``, ``window_end`` (int64 ms), the key columns, one column per
+aggregate alias; ordered by ``(window_end, window_start, keys)``, keys ascending with nulls first
+(Spark's ascending order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.runtime import snapshot
+from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
+from spark_stream_sched.runtime.packets import TS_MAX, event_times
+from spark_stream_sched.runtime.panes import (
+    PANE,
+    WINDOW,
+    combine_windows,
+    expand_to_windows,
+    pane_partials,
+)
+from spark_stream_sched.runtime.windows import WindowSpec
+
+WINDOW_START = "window_start"
+WINDOW_END = "window_end"
+
+
+class WindowAggregator:
+    """Sliding/tumbling window aggregation grouped by zero or more key columns.
+
+    Parameters
+    ----------
+    spec:
+        Window size and slide.
+    key_columns:
+        Group-by columns (may be empty).
+    aggregates:
+        Parsed :class:`AggSpec` list (see :func:`parse_aggregates`) or expression strings.
+    ts_column:
+        Event-time column (int64 ms or timestamp).
+    input_schema:
+        Schema of the rows passed to :meth:`update`; columns are checked here, so a bad query
+        fails at construction, not at the first tuple.
+
+    Notes
+    -----
+    Contract of :meth:`update`: ``rows`` are in the total order and hold every tuple with
+    ``ts < ready_bound`` not given before; bounds never decrease. Not thread-safe.
+    """
+
+    def __init__(self, spec: WindowSpec, key_columns: list[str],
+                 aggregates: list[AggSpec] | list[str] | str, ts_column: str,
+                 input_schema: pa.Schema) -> None:
+        self.spec = spec
+        self.key_columns = list(key_columns)
+        specs = parse_aggregates(aggregates) if isinstance(aggregates, str) or (
+            aggregates and isinstance(aggregates[0], str)) else list(aggregates)
+        self.ts_column = ts_column
+        self.input_schema = input_schema
+        self._check_columns(input_schema)
+        self.aggregates: list[BoundAggregate] = [bind(s, input_schema) for s in specs]  # type: ignore[arg-type]
+        self._columns = self._needed_columns()
+        self._pending: pa.Table = input_schema.empty_table().select(self._columns)
+        self._panes: list[pa.Table] = []
+        self._bound: int | None = None
+        self._next_k: int | None = None
+        self.output_schema = self._output_schema()
+
+    # -- construction helpers ----------------------------------------------------------------
+
+    def _check_columns(self, schema: pa.Schema) -> None:
+        for name in [self.ts_column, *self.key_columns]:
+            if name not in schema.names:
+                raise ConfigError(f"column {name!r} not found in the input; columns are "
+                                  f"{schema.names}")
+        reserved = {WINDOW_START, WINDOW_END} & set(self.key_columns)
+        if reserved:
+            raise ConfigError(f"key columns may not be named {sorted(reserved)}")
+
+    def _needed_columns(self) -> list[str]:
+        names = [self.ts_column, *self.key_columns]
+        for agg in self.aggregates:
+            if agg.spec.column not in (None, "*"):
+                names.append(str(agg.spec.column))
+            if agg.predicate is not None:
+                names.extend(sorted(agg.predicate.columns))
+        return list(dict.fromkeys(names))
+
+    def _output_schema(self) -> pa.Schema:
+        fields = [pa.field(WINDOW_START, pa.int64()), pa.field(WINDOW_END, pa.int64())]
+        fields += [self.input_schema.field(k) for k in self.key_columns]
+        aliases = [a.spec.alias for a in self.aggregates]
+        clash = set(aliases) & {f.name for f in fields}
+        if clash:
+            raise ConfigError(f"aggregate aliases {sorted(clash)} clash with output columns")
+        fields += [pa.field(a.spec.alias, a.output_type) for a in self.aggregates]
+        return pa.schema(fields)
+
+    # -- processing --------------------------------------------------------------------------
+
+    def update(self, rows: pa.Table, ready_bound: int | None) -> pa.Table:
+        """Add released ``rows`` and emit every window with ``window_end <= ready_bound``."""
+        if rows.num_rows:
+            self._append(rows)
+        if ready_bound is None:
+            return self.output_schema.empty_table()
+        if self._bound is not None and ready_bound < self._bound:
+            raise InputError(f"ready bound went back from {self._bound} to {ready_bound}")
+        self._bound = ready_bound
+        self._complete_panes(ready_bound)
+        return self._emit(ready_bound)
+
+    def finish(self) -> pa.Table:
+        """All input has been given: emit every remaining window."""
+        return self.update(self._pending.schema.empty_table(), TS_MAX)
+
+    def _append(self, rows: pa.Table) -> None:
+        try:
+            rows = rows.select(self._columns)
+        except KeyError as exc:
+            raise InputError(f"rows lack a column the query needs: {exc}") from exc
+        ts = event_times(rows, self.ts_column, "window input")
+        if self._bound is not None and ts[0] < self._bound:
+            raise InputError(f"a tuple with ts {int(ts[0])} arrived after ready bound "
+                             f"{self._bound} had closed its panes; rows must be released in order")
+        if not rows.schema.equals(self._pending.schema):
+            rows = rows.cast(self._pending.schema)
+        self._pending = pa.concat_tables([self._pending, rows])
+
+    def _complete_panes(self, bound: int) -> None:
+        pane_ms = self.spec.pane_ms
+        cutoff = bound if bound == TS_MAX else (bound // pane_ms) * pane_ms
+        ts = event_times(self._pending, self.ts_column, "window input")
+        cut = len(ts) if bound == TS_MAX else int(np.searchsorted(ts, cutoff, side="left"))
+        if cut == 0:
+            return
+        done = self._pending.slice(0, cut).combine_chunks()
+        self._pending = self._pending.slice(cut)
+        pane = np.floor_divide(ts[:cut], pane_ms)
+        self._panes.append(pane_partials(done, pane, self.key_columns, self.aggregates))
+
+    def _emit(self, bound: int) -> pa.Table:
+        k_hi = self.spec.last_closed_window(bound)
+        if not self._panes or (self._next_k is not None and k_hi < self._next_k):
+            return self.output_schema.empty_table()
+        panes = pa.concat_tables(self._panes) if len(self._panes) > 1 else self._panes[0]
+        k_first, k_last = self.spec.window_range_of_pane(panes.column(PANE).to_numpy())
+        if self._next_k is not None:
+            k_first = np.maximum(k_first, self._next_k)
+        k_last = np.minimum(k_last, k_hi)
+        result = combine_windows(expand_to_windows(panes, k_first, k_last),
+                                 self.key_columns, self.aggregates)
+        self._next_k = k_hi + 1
+        needed_from = -((-self._next_k * self.spec.slide_ms) // self.spec.pane_ms)
+        keep = pc.greater_equal(panes.column(PANE), needed_from)
+        remaining = panes.filter(keep)
+        self._panes = [remaining] if remaining.num_rows else []
+        return self._finalise(result)
+
+    def _finalise(self, result: pa.Table) -> pa.Table:
+        if result.num_rows == 0:
+            return self.output_schema.empty_table()
+        sort_keys = [(WINDOW, "ascending", "at_start")]
+        sort_keys += [(k, "ascending", "at_start") for k in self.key_columns]
+        order = pc.sort_indices(result, sort_keys=sort_keys)
+        result = result.take(order)
+        k = result.column(WINDOW).to_numpy()
+        start = k * self.spec.slide_ms
+        columns: dict[str, Any] = {WINDOW_START: pa.array(start),
+                                   WINDOW_END: pa.array(start + self.spec.size_ms)}
+        for name in self.output_schema.names[2:]:
+            columns[name] = result.column(name)
+        return pa.table(columns).cast(self.output_schema)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def state_rows(self) -> int:
+        """Rows held in state (pending tuples + pane partials)."""
+        return self._pending.num_rows + sum(t.num_rows for t in self._panes)
+
+    @property
+    def state_bytes(self) -> int:
+        """Arrow buffer bytes held in state."""
+        return int(self._pending.nbytes + sum(t.nbytes for t in self._panes))
+
+    def snapshot(self) -> bytes:
+        """Serialise the state (pending tuples, pane partials, cursors) to bytes."""
+        meta = {
+            "size_ms": self.spec.size_ms, "slide_ms": self.spec.slide_ms,
+            "keys": self.key_columns, "ts_column": self.ts_column,
+            "aggregates": [a.spec.text() for a in self.aggregates],
+            "bound": self._bound, "next_k": self._next_k,
+        }
+        tables = {"schema": self.input_schema.empty_table(), "pending": self._pending}
+        if self._panes:
+            tables["panes"] = pa.concat_tables(self._panes)
+        return snapshot.encode("window", meta, tables)
+
+    @classmethod
+    def restore(cls, data: bytes) -> WindowAggregator:
+        """Rebuild a :class:`WindowAggregator` from :meth:`snapshot` bytes."""
+        meta, tables = snapshot.decode(data, "window")
+        op = cls(WindowSpec(meta["size_ms"], meta["slide_ms"]), meta["keys"],
+                 meta["aggregates"], meta["ts_column"], tables["schema"].schema)
+        op._pending = tables["pending"]
+        op._panes = [tables["panes"]] if "panes" in tables else []
+        op._bound, op._next_k = meta["bound"], meta["next_k"]
+        return op

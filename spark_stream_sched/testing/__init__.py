@@ -1,0 +1,1 @@
+"""Test support: the reference oracle, baselines and checkers."""

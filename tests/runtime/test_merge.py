@@ -1,0 +1,113 @@
+"""S-Merge examples: readiness with ties, blocking inputs, out-of-order policies, snapshots."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError, StateError
+from spark_stream_sched.runtime import snapshot
+from spark_stream_sched.runtime.merge import SMerge
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX
+
+
+def t(*ts: int) -> pa.Table:
+    return pa.table({"ts": pa.array(ts, pa.int64()), "x": pa.array(range(len(ts)), pa.int64())})
+
+
+def ids(table: pa.Table) -> list[tuple[int, int, int]]:
+    return list(zip(table.column("ts").to_pylist(), table.column(INPUT_COL).to_pylist(),
+                    table.column(SEQ_COL).to_pylist(), strict=True))
+
+
+def test_input_that_sent_nothing_blocks_everything() -> None:
+    merge = SMerge(2)
+    merge.push(0, t(1, 2, 3))
+    assert merge.ready_bound is None
+    assert merge.pop_ready().num_rows == 0
+
+
+def test_equal_timestamps_wait_for_the_strict_bound() -> None:
+    #   input 0: 5 5        input 1: 5 ...  R = 5, so no ts=5 tuple is ready yet:
+    #   input 0 may still send another 5 that must precede input 1's 5.
+    merge = SMerge(2)
+    merge.push(0, t(3, 5))
+    merge.push(1, t(5))
+    assert merge.ready_bound == 5
+    assert ids(merge.pop_ready()) == [(3, 0, 0)]
+    merge.push(0, t(5, 9))
+    merge.push(1, t(7))
+    assert ids(merge.pop_ready()) == [(5, 0, 1), (5, 0, 2), (5, 1, 0)]
+    merge.finish(1)
+    assert merge.ready_bound == 9
+    assert ids(merge.pop_ready()) == [(7, 1, 1)]
+    merge.finish(0)
+    assert merge.ready_bound == TS_MAX
+    assert ids(merge.pop_ready()) == [(9, 0, 3)]
+
+
+def test_finished_input_counts_as_infinity() -> None:
+    merge = SMerge(2)
+    merge.finish(1)
+    merge.push(0, t(1, 4))
+    assert ids(merge.pop_ready()) == [(1, 0, 0)]
+
+
+def test_out_of_order_fail_names_input_position_and_both_timestamps() -> None:
+    merge = SMerge(2)
+    merge.push(1, t(10, 20))
+    with pytest.raises(OutOfOrderError) as info:
+        merge.push(1, t(30, 15))
+    message = str(info.value)
+    assert "input 1" in message
+    assert "position 3" in message
+    assert "ts 15" in message
+    assert "previous ts 30" in message
+
+
+def test_out_of_order_drop_counts_and_keeps_positions() -> None:
+    merge = SMerge(1, out_of_order="drop")
+    merge.push(0, t(10, 5, 20, 19, 20))
+    merge.finish(0)
+    assert ids(merge.pop_ready()) == [(10, 0, 0), (20, 0, 2), (20, 0, 4)]
+    assert merge.dropped == [2]
+
+
+def test_bad_inputs_give_clear_errors() -> None:
+    merge = SMerge(1)
+    with pytest.raises(InputError, match="timestamp column 'ts' not found"):
+        merge.push(0, pa.table({"time": [1]}))
+    with pytest.raises(InputError, match="null at row 1"):
+        merge.push(0, pa.table({"ts": pa.array([1, None], pa.int64())}))
+    with pytest.raises(InputError, match="type string"):
+        merge.push(0, pa.table({"ts": ["1"]}))
+    with pytest.raises(InputError, match="out of range"):
+        merge.push(3, t(1))
+    with pytest.raises(ConfigError, match="out-of-order policy"):
+        SMerge(1, out_of_order="sort")
+
+
+def test_timestamp_columns_are_converted_to_milliseconds() -> None:
+    merge = SMerge(1)
+    merge.push(0, pa.table({"ts": pa.array([1_500_000, 2_000_000], pa.timestamp("us"))}))
+    merge.finish(0)
+    assert merge.pop_ready().num_rows == 2
+    assert merge.ready_bound == TS_MAX
+
+
+def test_snapshot_round_trip_and_corruption_is_detected() -> None:
+    merge = SMerge(2)
+    merge.push(0, t(1, 2, 8))
+    merge.push(1, t(3))
+    data = merge.snapshot()
+    restored = SMerge.restore(data)
+    assert ids(restored.pop_ready()) == ids(merge.pop_ready())
+    corrupted = bytearray(data)
+    corrupted[len(data) // 2] ^= 0xFF
+    with pytest.raises(StateError, match="checksum"):
+        SMerge.restore(bytes(corrupted))
+    with pytest.raises(StateError, match="truncated|too short|checksum"):
+        SMerge.restore(data[: len(data) // 3])
+    other_kind = snapshot.encode("window", {}, {})
+    with pytest.raises(StateError, match="expected 'smerge'"):
+        SMerge.restore(other_kind)

@@ -1,0 +1,38 @@
+"""The runtime must never import pyspark (DESIGN.md §3): walk every module's AST."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+RUNTIME = pathlib.Path(__file__).resolve().parents[1] / "spark_stream_sched" / "runtime"
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_runtime_modules_never_import_pyspark() -> None:
+    files = sorted(RUNTIME.rglob("*.py"))
+    assert len(files) >= 8, "the runtime package seems to be missing"
+    offenders = {str(f): sorted(m for m in imported_modules(f) if m.split(".")[0] == "pyspark")
+                 for f in files}
+    assert {f: m for f, m in offenders.items() if m} == {}
+
+
+def test_importing_the_runtime_loads_no_pyspark() -> None:
+    code = ("import sys, importlib, pkgutil, spark_stream_sched.runtime as r\n"
+            "for m in pkgutil.walk_packages(r.__path__, 'spark_stream_sched.runtime.'):\n"
+            "    importlib.import_module(m.name)\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] == 'pyspark'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -153,7 +153,7 @@ class BoundAggregate:
 
 
 def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t)
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
 
 
 def bind(spec: AggSpec, schema: pa.Schema) -> BoundAggregate:

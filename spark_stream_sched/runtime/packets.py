@@ -16,6 +16,7 @@ import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +32,9 @@ TS_MAX = int(np.iinfo(np.int64).max)
 #: Used when the OS does not report an L2 cache size.
 DEFAULT_L2_BYTES = 1024 * 1024
 
-_UNIT_TO_MS_DIVISOR = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}
+_UNIT_TO_MS_DIVISOR = {"ms": 1, "us": 1000, "ns": 1_000_000}
 
-Data = pa.Table | pa.RecordBatch
+Data: TypeAlias = pa.Table | pa.RecordBatch
 
 
 def _parse_cache_size(text: str) -> int:

@@ -110,11 +110,11 @@ def _eval(node: Node, table: pa.Table) -> Any:
     return pc.invert(result) if node.negated else result
 
 
-def _eval_row(node: Node, row: dict[str, Any]) -> bool | None:  # noqa: C901 - a flat dispatch
+def _eval_row(node: Node, row: dict[str, Any]) -> Any:  # noqa: C901 - a flat dispatch
     if isinstance(node, Column):
-        return row[node.name]  # type: ignore[no-any-return]
+        return row[node.name]
     if isinstance(node, Literal):
-        return node.value  # type: ignore[no-any-return]
+        return node.value
     if isinstance(node, Compare):
         left, right = _eval_row(node.left, row), _eval_row(node.right, row)
         if left is None or right is None:
@@ -138,7 +138,8 @@ def _eval_row(node: Node, row: dict[str, Any]) -> bool | None:  # noqa: C901 - a
     text = _eval_row(node.child, row)
     if text is None:
         return None
-    found = (node.pattern in text) if node.op == "contains" else bool(re.search(node.pattern, text))  # type: ignore[arg-type]
+    value = str(text)
+    found = node.pattern in value if node.op == "contains" else bool(re.search(node.pattern, value))
     return found != node.negated
 
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError
-from spark_stream_sched.runtime import snapshot
+from spark_stream_sched.runtime import dense, dense_panes, snapshot
 from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.panes import (
@@ -57,6 +57,9 @@ class WindowAggregator:
     input_schema:
         Schema of the rows passed to :meth:`update`; columns are checked here, so a bad query
         fails at construction, not at the first tuple.
+    mode:
+        ``"auto"`` (default) picks, per chunk, dense NumPy grids or Arrow hash aggregation;
+        ``"dense"``/``"sparse"`` force one (for tests and benchmarks). Results are identical.
 
     Notes
     -----
@@ -66,7 +69,11 @@ class WindowAggregator:
 
     def __init__(self, spec: WindowSpec, key_columns: list[str],
                  aggregates: list[AggSpec] | list[str] | str, ts_column: str,
-                 input_schema: pa.Schema) -> None:
+                 input_schema: pa.Schema, mode: str = "auto") -> None:
+        if mode not in ("auto", "dense", "sparse"):
+            raise ConfigError(f"window aggregation mode {mode!r} is unknown; use auto, dense "
+                              f"or sparse")
+        self.mode = mode
         self.spec = spec
         self.key_columns = list(key_columns)
         specs = parse_aggregates(aggregates) if isinstance(aggregates, str) or (
@@ -81,6 +88,7 @@ class WindowAggregator:
         self._bound: int | None = None
         self._next_k: int | None = None
         self.output_schema = self._output_schema()
+        self._dense_ok = dense.supports(self.aggregates)
 
     # -- construction helpers ----------------------------------------------------------------
 
@@ -153,33 +161,71 @@ class WindowAggregator:
         done = self._pending.slice(0, cut).combine_chunks()
         self._pending = self._pending.slice(cut)
         pane = np.floor_divide(ts[:cut], pane_ms)
-        self._panes.append(pane_partials(done, pane, self.key_columns, self.aggregates))
+        partials = None
+        if self.mode != "sparse" and dense_panes.supports(self.aggregates):
+            partials = dense_panes.pane_partials_dense(done, pane, self.key_columns,
+                                                       self.aggregates, force=self.mode == "dense")
+        if partials is None:
+            partials = pane_partials(done, pane, self.key_columns, self.aggregates)
+        self._panes.append(partials)
 
     def _emit(self, bound: int) -> pa.Table:
-        k_hi = self.spec.last_closed_window(bound)
-        if not self._panes or (self._next_k is not None and k_hi < self._next_k):
+        """Emit the windows closed by ``bound`` that were not emitted yet, then prune panes."""
+        k_closed = self.spec.last_closed_window(bound)
+        if not self._panes or (self._next_k is not None and k_closed < self._next_k):
             return self.output_schema.empty_table()
         panes = pa.concat_tables(self._panes) if len(self._panes) > 1 else self._panes[0]
-        k_first, k_last = self.spec.window_range_of_pane(panes.column(PANE).to_numpy())
-        if self._next_k is not None:
-            k_first = np.maximum(k_first, self._next_k)
-        k_last = np.minimum(k_last, k_hi)
-        result = combine_windows(expand_to_windows(panes, k_first, k_last),
-                                 self.key_columns, self.aggregates)
-        self._next_k = k_hi + 1
+        pane = panes.column(PANE).to_numpy()
+        k_first, k_last = self.spec.window_range_of_pane(pane[[0, -1]])
+        k_lo = int(k_first[0]) if self._next_k is None else max(self._next_k, int(k_first[0]))
+        k_hi = min(k_closed, int(k_last[1]))
+        chunks = [self._combine_chunk(panes, pane, lo, hi)
+                  for lo, hi in self._chunks(pane, k_lo, k_hi)]
+        self._next_k = k_closed + 1
         needed_from = -((-self._next_k * self.spec.slide_ms) // self.spec.pane_ms)
-        keep = pc.greater_equal(panes.column(PANE), needed_from)
-        remaining = panes.filter(keep)
+        remaining = panes.slice(int(np.searchsorted(pane, needed_from, side="left")))
         self._panes = [remaining] if remaining.num_rows else []
-        return self._finalise(result)
+        return self._finalise(chunks)
 
-    def _finalise(self, result: pa.Table) -> pa.Table:
-        if result.num_rows == 0:
-            return self.output_schema.empty_table()
+    def _chunks(self, pane: np.ndarray, k_lo: int, k_hi: int) -> list[tuple[int, int]]:
+        """Split windows ``k_lo..k_hi`` into runs whose pane grids stay under MAX_CELLS."""
+        if k_hi < k_lo:
+            return []
+        per_pane = int(np.bincount(pane - pane[0]).max())
+        slide_panes = self.spec.slide_ms // self.spec.pane_ms
+        n = max(1, (dense.MAX_CELLS // max(1, per_pane)) // slide_panes)
+        return [(lo, min(k_hi, lo + n - 1)) for lo in range(k_lo, k_hi + 1, n)]
+
+    def _combine_chunk(self, panes: pa.Table, pane: np.ndarray, lo: int, hi: int) -> pa.Table:
+        """Combine windows ``lo..hi``: dense grids when dense enough, else expansion."""
+        slide_panes = self.spec.slide_ms // self.spec.pane_ms
+        width = self.spec.size_ms // self.spec.pane_ms
+        p_first = lo * slide_panes
+        p_end = hi * slide_panes + width
+        a, b = np.searchsorted(pane, [p_first, p_end], side="left")
+        part = panes.slice(int(a), int(b - a))
+        n_panes = p_end - p_first
+        dense_enough = part.num_rows * 4 >= n_panes * self._key_estimate(part)
+        if self._dense_ok and self.mode != "sparse" and (dense_enough or self.mode == "dense"):
+            return dense.combine_dense(part, p_first, lo, hi - lo + 1, slide_panes, width,
+                                       self.key_columns, self.aggregates)
+        k_first, k_last = self.spec.window_range_of_pane(pane[a:b])
+        expanded = expand_to_windows(part, np.maximum(k_first, lo), np.minimum(k_last, hi))
+        result = combine_windows(expanded, self.key_columns, self.aggregates)
         sort_keys = [(WINDOW, "ascending", "at_start")]
         sort_keys += [(k, "ascending", "at_start") for k in self.key_columns]
-        order = pc.sort_indices(result, sort_keys=sort_keys)
-        result = result.take(order)
+        return result.take(pc.sort_indices(result, sort_keys=sort_keys))
+
+    def _key_estimate(self, part: pa.Table) -> int:
+        if not self.key_columns:
+            return 1
+        return max(1, len(pc.unique(part.column(self.key_columns[0]))))
+
+    def _finalise(self, chunks: list[pa.Table]) -> pa.Table:
+        chunks = [c for c in chunks if c.num_rows]
+        if not chunks:
+            return self.output_schema.empty_table()
+        result = pa.concat_tables(chunks) if len(chunks) > 1 else chunks[0]
         k = result.column(WINDOW).to_numpy()
         start = k * self.spec.slide_ms
         columns: dict[str, Any] = {WINDOW_START: pa.array(start),
@@ -193,7 +239,7 @@ class WindowAggregator:
     @property
     def state_rows(self) -> int:
         """Rows held in state (pending tuples + pane partials)."""
-        return self._pending.num_rows + sum(t.num_rows for t in self._panes)
+        return int(self._pending.num_rows) + sum(int(t.num_rows) for t in self._panes)
 
     @property
     def state_bytes(self) -> int:
@@ -206,7 +252,7 @@ class WindowAggregator:
             "size_ms": self.spec.size_ms, "slide_ms": self.spec.slide_ms,
             "keys": self.key_columns, "ts_column": self.ts_column,
             "aggregates": [a.spec.text() for a in self.aggregates],
-            "bound": self._bound, "next_k": self._next_k,
+            "bound": self._bound, "next_k": self._next_k, "mode": self.mode,
         }
         tables = {"schema": self.input_schema.empty_table(), "pending": self._pending}
         if self._panes:
@@ -218,7 +264,8 @@ class WindowAggregator:
         """Rebuild a :class:`WindowAggregator` from :meth:`snapshot` bytes."""
         meta, tables = snapshot.decode(data, "window")
         op = cls(WindowSpec(meta["size_ms"], meta["slide_ms"]), meta["keys"],
-                 meta["aggregates"], meta["ts_column"], tables["schema"].schema)
+                 meta["aggregates"], meta["ts_column"], tables["schema"].schema,
+                 meta.get("mode", "auto"))
         op._pending = tables["pending"]
         op._panes = [tables["panes"]] if "panes" in tables else []
         op._bound, op._next_k = meta["bound"], meta["next_k"]

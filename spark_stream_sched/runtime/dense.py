@@ -1,0 +1,198 @@
+"""Dense stage 2: combine pane partials into windows on ``[pane, key]`` grids with NumPy.
+
+The sparse path (:func:`.panes.expand_to_windows` + :func:`.panes.combine_windows`) repeats each
+partial row once per window that contains its pane, ``W/S`` times. When a chunk of panes is
+dense enough (most keys have a partial in most panes) it is much cheaper to lay the partials out
+on a ``[pane, key]`` grid and fold ``W/P`` strided slices of it, one per pane position inside a
+window. The fold visits the panes of a window in pane order with the same operations as the
+sparse path (``where``-guarded ``+``/``min``/``max``, first/last by position), so both paths give
+bit-identical results; the property tests run both.
+
+Keys get *sorted* dense ids (rank among the chunk's distinct keys, nulls first), so emitting the
+non-empty cells in row-major ``(window, key)`` order is already the output order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.panes import PANE, WINDOW
+
+#: Largest grid (panes x keys) one dense chunk may allocate per partial column.
+MAX_CELLS = 1 << 22
+
+
+def numeric(t: pa.DataType) -> bool:
+    """True for types whose min/max the dense path folds with NumPy."""
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
+def supports(aggs: list[BoundAggregate]) -> bool:
+    """The dense path handles every aggregate except min/max of non-numeric columns."""
+    return all(a.spec.func not in ("min", "max") or numeric(a.output_type) for a in aggs)
+
+
+def _ranked(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Rank of each value among the column's distinct values (ascending, null first)."""
+    uniques = pc.unique(column)
+    ranked = uniques.take(pc.array_sort_indices(uniques, null_placement="at_start"))
+    ids = pc.index_in(column, value_set=ranked, skip_nulls=False)
+    return ids.to_numpy(zero_copy_only=False).astype(np.int64), ranked
+
+
+def sorted_key_ids(table: pa.Table, keys: list[str]) -> tuple[np.ndarray, pa.Table]:
+    """Dense ids of each row's key, ranked in ascending key order (nulls first).
+
+    Returns the ids and the table of distinct keys in id order. Each key column is ranked on
+    its own; the ranks are combined into one composite number per row, in mixed radix, whose
+    numeric order is the lexicographic order of the keys.
+    """
+    if not keys:
+        return np.zeros(table.num_rows, np.int64), pa.table({})
+    ranks = [_ranked(table.column(name)) for name in keys]
+    if len(keys) == 1:
+        return ranks[0][0], pa.table({keys[0]: ranks[0][1]})
+    composite = np.zeros(table.num_rows, np.int64)
+    for ids, ranked in ranks:
+        composite = composite * len(ranked) + ids
+    span = int(np.prod([len(r) for _, r in ranks], dtype=np.float64))
+    if span <= 4 * table.num_rows + 4096:
+        present = np.bincount(composite, minlength=span) > 0
+        distinct = np.flatnonzero(present)
+        renumber = np.cumsum(present) - 1
+        inverse = renumber[composite]
+    else:
+        distinct, inverse = np.unique(composite, return_inverse=True)
+    columns = {}
+    rest = distinct
+    for name, (_, ranked) in reversed(list(zip(keys, ranks, strict=True))):
+        columns[name] = ranked.take(pa.array(rest % len(ranked)))
+        rest = rest // len(ranked)
+    return inverse.astype(np.int64), pa.table({name: columns[name] for name in keys})
+
+
+def _fold(grids: dict[str, np.ndarray], present: np.ndarray, agg: BoundAggregate, i: int,
+          n_windows: int, stride: int, width: int) -> dict[str, np.ndarray]:
+    """Fold one aggregate's partial grids over the ``width`` panes of each window."""
+    func = agg.spec.func
+    shape = (n_windows, present.shape[1])
+    out: dict[str, np.ndarray] = {}
+    if func in ("count", "count_where"):
+        total = np.zeros(shape, np.int64)
+        for j in range(width):
+            total += grids[f"a{i}_n"][j::stride][:n_windows]
+        out["n"] = total
+        return out
+    if func in ("sum", "avg", "min", "max"):
+        name = f"a{i}_sum" if func in ("sum", "avg") else f"a{i}_v"
+        values, valid = grids[name], grids[name + "/valid"]
+        acc = np.zeros(shape, values.dtype)
+        has = np.zeros(shape, bool)
+        for j in range(width):
+            v, ok = values[j::stride][:n_windows], valid[j::stride][:n_windows]
+            if func in ("sum", "avg"):
+                # Arrow's grouped sum folds sequentially from 0; so does this (bit-identical).
+                acc = np.where(ok, acc + v, acc)
+            else:
+                op = np.minimum if func == "min" else np.maximum
+                acc = np.where(ok, np.where(has, op(acc, v), v), acc)
+            has |= ok
+        out["v"], out["has"] = acc, has
+        if func == "avg":
+            n = np.zeros(shape, np.int64)
+            for j in range(width):
+                n += grids[f"a{i}_n"][j::stride][:n_windows]
+            out["n"] = n
+        return out
+    # first / last / first_where / last_where: pick the partial row by pane position.
+    flags = present if func in ("first", "last") else grids[f"a{i}_found"]
+    rows = grids["__row"]
+    chosen = np.full(shape, -1, np.int64)
+    found = np.zeros(shape, bool)
+    positions = range(width) if func.startswith("first") else range(width - 1, -1, -1)
+    for j in positions:
+        f, r = flags[j::stride][:n_windows], rows[j::stride][:n_windows]
+        chosen = np.where(~found & f, r, chosen)
+        found |= f
+    out["row"] = chosen
+    return out
+
+
+def _scatter(column: pa.ChunkedArray, lp: np.ndarray, kid: np.ndarray, shape: tuple[int, int],
+             fill: object) -> tuple[np.ndarray, np.ndarray]:
+    """Scatter a partial column onto a ``[pane, key]`` grid; also return its validity grid."""
+    values = column.fill_null(fill).to_numpy(zero_copy_only=False)
+    grid = np.zeros(shape, values.dtype)
+    grid[lp, kid] = values
+    valid = np.zeros(shape, bool)
+    valid[lp, kid] = column.is_valid().to_numpy(zero_copy_only=False)
+    return grid, valid
+
+
+def _grids(panes: pa.Table, lp: np.ndarray, kid: np.ndarray, n_panes: int, n_keys: int,
+           aggs: list[BoundAggregate]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Lay out the partial columns the folds need on ``[pane, key]`` grids."""
+    shape = (n_panes, n_keys)
+    present = np.zeros(shape, bool)
+    present[lp, kid] = True
+    row = np.full(shape, -1, np.int64)
+    row[lp, kid] = np.arange(len(lp))
+    grids: dict[str, np.ndarray] = {"__row": row}
+    for i, agg in enumerate(aggs):
+        func = agg.spec.func
+        names = {"count": ["n"], "count_where": ["n"], "sum": ["sum"], "avg": ["sum", "n"],
+                 "min": ["v"], "max": ["v"], "first_where": ["found"],
+                 "last_where": ["found"]}.get(func, [])
+        for part in names:
+            name = f"a{i}_{part}"
+            fill: object = False if part == "found" else 0
+            grids[name], grids[name + "/valid"] = _scatter(panes.column(name), lp, kid, shape,
+                                                           fill)
+    return grids, present
+
+
+def combine_dense(panes: pa.Table, p_first: int, k_lo: int, n_windows: int, slide_panes: int,
+                  width: int, keys: list[str], aggs: list[BoundAggregate]) -> pa.Table:
+    """Combine the partials of windows ``k_lo .. k_lo+n_windows-1`` (panes from ``p_first``).
+
+    ``panes`` holds exactly the partial rows of panes ``p_first .. p_first + n_panes - 1``.
+    Returns a table with ``__k``, the key columns and one column per alias, in output order.
+    """
+    n_panes = (n_windows - 1) * slide_panes + width
+    kid, distinct = sorted_key_ids(panes, keys)
+    n_keys = max(1, distinct.num_rows)
+    lp = panes.column(PANE).to_numpy() - p_first
+    grids, present = _grids(panes, lp, kid, n_panes, n_keys, aggs)
+    any_row = np.zeros((n_windows, n_keys), bool)
+    for j in range(width):
+        any_row |= present[j::slide_panes][:n_windows]
+    cells = np.nonzero(any_row)
+    out: dict[str, pa.Array | pa.ChunkedArray] = {
+        WINDOW: pa.array((cells[0] + k_lo).astype(np.int64))}
+    for key in keys:
+        out[key] = distinct.column(key).take(pa.array(cells[1]))
+    for i, agg in enumerate(aggs):
+        folded = _fold(grids, present, agg, i, n_windows, slide_panes, width)
+        out[agg.spec.alias] = _result_column(agg, i, folded, cells, panes)
+    return pa.table(out)
+
+
+def _result_column(agg: BoundAggregate, i: int, folded: dict[str, np.ndarray],
+                   cells: tuple[np.ndarray, ...], panes: pa.Table) -> pa.Array:
+    func = agg.spec.func
+    if func in ("count", "count_where"):
+        return pa.array(folded["n"][cells])
+    if func == "avg":
+        n = folded["n"][cells]
+        total = folded["v"][cells].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = total / n
+        return pa.array(mean, mask=n == 0)
+    if func in ("sum", "min", "max"):
+        return pa.array(folded["v"][cells], mask=~folded["has"][cells]).cast(agg.output_type)
+    rows = folded["row"][cells]
+    index = pa.array(rows, mask=rows < 0)
+    return panes.column(f"a{i}_v").take(index)

@@ -1,0 +1,64 @@
+"""Stable key hashing and partition-group ranges."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_stream_sched.runtime.keys import (
+    assign_to_partition_group,
+    group_range_for_task,
+    key_hash,
+)
+
+TABLE = pa.table({"s": ["a", "b", None, "a"], "i": [1, 2, 3, 1], "f": [0.0, -0.0, None, 0.0]})
+
+
+def test_hash_is_stable_across_processes() -> None:
+    code = ("import json, pyarrow as pa; from spark_stream_sched.runtime.keys import key_hash;"
+            "t = pa.table({'s': ['a', 'b', None, 'a'], 'i': [1, 2, 3, 1]});"
+            "print(json.dumps(key_hash(t, ['s', 'i']).tolist()))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={"PYTHONHASHSEED": str(seed)}).stdout
+            for seed in (1, 2)}
+    assert len(runs) == 1
+    assert json.loads(runs.pop()) == key_hash(TABLE, ["s", "i"]).tolist()
+
+
+def test_equal_keys_hash_equal_and_zero_signs_agree() -> None:
+    h = key_hash(TABLE, ["s", "i"])
+    assert h[0] == h[3]
+    assert len(set(h.tolist())) == 3
+    f = key_hash(TABLE, ["f"])
+    assert f[0] == f[1] == f[3]
+    assert f[2] != f[0]
+
+
+@given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=200), st.integers(1, 64))
+def test_groups_are_in_range_and_a_function_of_the_key(values, n_groups) -> None:
+    table = pa.table({"k": pa.array(values, pa.int64())})
+    groups = assign_to_partition_group(key_hash(table, ["k"]), n_groups)
+    assert groups.min() >= 0
+    assert groups.max() < n_groups
+    by_key: dict[int, set[int]] = {}
+    for v, g in zip(values, groups.tolist(), strict=True):
+        by_key.setdefault(v, set()).add(g)
+    assert all(len(gs) == 1 for gs in by_key.values())
+
+
+@given(st.integers(1, 16), st.integers(1, 200))
+def test_task_ranges_cover_every_group_exactly_once(n_tasks, n_groups) -> None:
+    covered = [g for t in range(n_tasks) for g in group_range_for_task(t, n_tasks, n_groups)]
+    assert covered == list(range(n_groups))
+
+
+def test_hash_spreads_keys_over_groups() -> None:
+    table = pa.table({"k": pa.array([f"meter-{i}" for i in range(2430)])})
+    counts = np.bincount(assign_to_partition_group(key_hash(table, ["k"]), 16), minlength=16)
+    assert counts.min() > 2430 / 16 / 2

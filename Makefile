@@ -16,7 +16,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,0 +1,99 @@
+"""Shared benchmark helpers: timing, feeding inputs in packets, progress bars and tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+from tqdm import tqdm
+
+T = TypeVar("T")
+
+#: Rows pushed per input per round when feeding a streaming operator.
+DEFAULT_BATCH_ROWS = 65_536
+
+
+def best_of(repeat: int, fn: Callable[[], T]) -> tuple[float, T]:
+    """Run ``fn`` ``repeat`` times (at least once); return the shortest wall time and a result.
+
+    The best of several runs is the least disturbed by other processes on a shared machine.
+    """
+    best, result = float("inf"), None
+    for _ in range(max(1, repeat)):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result  # type: ignore[return-value]
+
+
+def rate(rows: int, seconds: float) -> float:
+    """Return tuples per second (0.0 for an empty or unmeasurably short run)."""
+    return rows / seconds if rows and seconds > 0 else 0.0
+
+
+Packet = tuple[int, pa.Table | None]
+
+
+def round_robin(inputs: Sequence[pa.Table], batch_rows: int) -> Iterator[Packet]:
+    """Yield ``(input, packet)`` in rounds of ``batch_rows`` rows per input.
+
+    After each round it yields ``(-1, None)`` (a point to poll), and once an input is exhausted
+    ``(input, None)`` (a point to finish it). Every input is finished exactly once.
+    """
+    finished = [False] * len(inputs)
+    lo = 0
+    while not all(finished):
+        for i, table in enumerate(inputs):
+            if finished[i]:
+                continue
+            if lo < table.num_rows:
+                yield i, table.slice(lo, batch_rows)
+            if lo + batch_rows >= table.num_rows:
+                finished[i] = True
+                yield i, None
+        yield -1, None
+        lo += batch_rows
+
+
+def progress(total: int, desc: str, enabled: bool) -> tqdm:
+    """Return a tqdm bar on stderr; hidden when disabled or when stderr is not a terminal."""
+    return tqdm(total=total, desc=desc, unit="case", file=sys.stderr,
+                disable=None if enabled else True, leave=False)
+
+
+def format_table(results: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """Render ``results`` as an aligned text table of ``(key, header)`` columns."""
+    cells = [[header for _, header in columns]]
+    for result in results:
+        cells.append([_cell(result.get(key)) for key, _ in columns])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    """Format one table cell: rates with thousands separators, ratios with two decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def write_json(results: Sequence[dict[str, Any]], target: str) -> None:
+    """Write ``results`` as JSON to the file ``target``, or to stdout when it is ``-``."""
+    text = json.dumps(list(results), indent=2, sort_keys=True)
+    if target == "-":
+        print(text)
+    else:
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")

@@ -1,0 +1,171 @@
+"""``spark-stream-sched bench``: benchmarks of the runtime against per-tuple baselines.
+
+Sub-commands (each prints a table, or JSON with ``--json``):
+
+* ``bench merge``  -- S-Merge vs ``heapq.merge`` for 2, 8, 20 and 64 inputs.
+* ``bench window`` -- seed 004 Table 2 query shapes (and the smart-grid sliding query) on the
+  runtime vs the MQ baseline.
+* ``bench all``    -- both.
+
+To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
+register them in :data:`BENCHES`; the shared flags (``--rows``, ``--repeat``, ``--json``,
+``--quick``, ``--seed``, ``--no-progress``) are added for every entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spark_stream_sched.errors import ConfigError
+
+Results = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One ``bench`` sub-command: its help, extra flags, runner and formatter."""
+
+    help: str
+    add_args: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], Results]
+    format: Callable[[Results], str]
+
+
+def _int_list(text: str) -> list[int]:
+    """Parse ``"2,8,20"`` into ``[2, 8, 20]`` (argparse type)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 2,8,20, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _pick(args: argparse.Namespace, name: str, default: int, quick: int) -> int:
+    """Return the flag ``name`` if given, else its quick-mode or normal default."""
+    value = getattr(args, name)
+    return value if value is not None else (quick if args.quick else default)
+
+
+# -- merge ------------------------------------------------------------------------------------
+
+def _add_merge_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--inputs", type=_int_list, default=None,
+                        help="comma-separated input counts (default 2,8,20,64)")
+
+
+def _run_merge(args: argparse.Namespace) -> Results:
+    from spark_stream_sched.bench import merge
+
+    return merge.run(
+        input_counts=args.inputs or merge.DEFAULT_INPUT_COUNTS,
+        rows=_pick(args, "rows", 2_000_000, 20_000),
+        baseline_rows=args.baseline_rows, repeat=_pick(args, "repeat", 3, 1),
+        seed=args.seed, show_progress=not args.no_progress)
+
+
+def _format_merge(results: Results) -> str:
+    from spark_stream_sched.bench import merge
+
+    return merge.format_results(results)
+
+
+# -- window -----------------------------------------------------------------------------------
+
+def _add_window_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--inputs", type=_int_list, default=None,
+                        help="number of input streams (default 8)")
+    parser.add_argument("--queries", default=None,
+                        help="comma-separated query names, e.g. k-OS,K-OI (default: all)")
+
+
+def _run_window(args: argparse.Namespace) -> Results:
+    from spark_stream_sched.bench import window
+
+    if args.inputs is not None and len(args.inputs) != 1:
+        raise ConfigError("bench window takes one --inputs value, e.g. --inputs 8")
+    queries = [q.strip() for q in args.queries.split(",")] if args.queries else None
+    return window.run(
+        queries=queries, rows=_pick(args, "rows", 1_000_000, 20_000),
+        n_inputs=args.inputs[0] if args.inputs else 8,
+        baseline_rows=args.baseline_rows or (5_000 if args.quick else 50_000),
+        repeat=_pick(args, "repeat", 3, 1), seed=args.seed,
+        show_progress=not args.no_progress)
+
+
+def _format_window(results: Results) -> str:
+    from spark_stream_sched.bench import window
+
+    return window.format_results(results)
+
+
+# -- all --------------------------------------------------------------------------------------
+
+def _run_all(args: argparse.Namespace) -> Results:
+    inputs, args.inputs = args.inputs, None
+    results = _run_merge(args)
+    args.inputs = inputs
+    return results + _run_window(args)
+
+
+def _format_all(results: Results) -> str:
+    merge = [r for r in results if r["bench"] == "merge"]
+    window = [r for r in results if r["bench"] == "window"]
+    return "\n\n".join(["S-Merge", _format_merge(merge), "Window aggregation",
+                        _format_window(window)])
+
+
+BENCHES: dict[str, Bench] = {
+    "merge": Bench("S-Merge vs heapq.merge for 2, 8, 20, 64 inputs",
+                   _add_merge_args, _run_merge, _format_merge),
+    "window": Bench("seed 004 Table 2 queries: runtime vs the MQ baseline",
+                    _add_window_args, _run_window, _format_window),
+    "all": Bench("merge and window benchmarks", _add_window_args, _run_all, _format_all),
+}
+
+
+def _add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=int, default=None, help="rows for the runtime")
+    parser.add_argument("--baseline-rows", type=int, default=None,
+                        help="rows for the (slow) baseline; rates stay per tuple")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per measurement (best)")
+    parser.add_argument("--seed", type=int, default=0, help="data generator seed")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one run (smoke test)")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                        help="write results as JSON to FILE (stdout if no FILE; no table)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _execute(bench: Bench) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        for name in ("rows", "baseline_rows", "repeat"):
+            if getattr(args, name) is not None and getattr(args, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
+        results = bench.run(args)
+        from spark_stream_sched.bench.common import write_json
+
+        if args.json is not None:
+            write_json(results, args.json)
+        if args.json != "-":
+            print(bench.format(results))
+        return 0
+
+    return run
+
+
+def register(subparsers: Any) -> None:
+    """Add ``bench`` and its sub-commands to the CLI's subparsers."""
+    parser = subparsers.add_parser("bench", help="benchmarks vs per-tuple baselines",
+                                   description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="bench_command", metavar="BENCH",
+                                parser_class=type(parser))
+    for name, bench in BENCHES.items():
+        child = sub.add_parser(name, help=bench.help, description=bench.help)
+        _add_common_args(child)
+        bench.add_args(child)
+        child.set_defaults(func=_execute(bench))
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

@@ -1,0 +1,115 @@
+"""Input streams survive a round trip through Parquet, CSV and JSON-lines directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from spark_stream_sched.data.files import FORMATS, read_input, write_input, write_inputs
+from spark_stream_sched.data.smart_grid import smart_grid_streams
+from spark_stream_sched.data.soundcloud import soundcloud_streams
+from spark_stream_sched.errors import ConfigError, InputError
+
+ALL_FORMATS = list(FORMATS)
+
+
+def _tricky_strings() -> pa.Table:
+    texts = ['say "hi", ok', "back\\slash", "new\nline\ttab", "naïve ☃ café", "", "a,b;c"]
+    return pa.table({"ts": pa.array(range(len(texts)), pa.int64()), "text": texts})
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_smart_grid_round_trip(tmp_path: Path, fmt: str) -> None:
+    table = smart_grid_streams(1, rows=3_000, null_rate=0.2, string_meter_ids=True, seed=1)[0]
+    files = write_input(table, tmp_path / "in", fmt, n_files=4)
+    assert [f.name for f in files] == [f"part-{i:05d}{FORMATS[fmt][0]}" for i in range(4)]
+    assert read_input(tmp_path / "in", fmt, schema=table.schema).equals(table)
+    inferred = read_input(tmp_path / "in", fmt)
+    assert inferred.column_names == table.column_names
+    assert inferred.cast(table.schema).equals(table)
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_comments_and_tricky_strings_round_trip(tmp_path: Path, fmt: str) -> None:
+    comments = soundcloud_streams(1, 2_000, seed=2)[0]
+    write_input(comments, tmp_path / "c", fmt, n_files=3)
+    assert read_input(tmp_path / "c", fmt, schema=comments.schema).equals(comments)
+    tricky = _tricky_strings()
+    write_input(tricky, tmp_path / "t", fmt, n_files=2)
+    assert read_input(tmp_path / "t", fmt, schema=tricky.schema).equals(tricky)
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_name_order_is_stream_order_and_single_files_read(tmp_path: Path, fmt: str) -> None:
+    table = pa.table({"ts": pa.array(range(10), pa.int64()), "v": [float(i) for i in range(10)]})
+    files = write_input(table, tmp_path, fmt, n_files=3)
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / ".part-00000.crc").write_text("junk")
+    whole = read_input(tmp_path, fmt, schema=table.schema)
+    assert whole.column("ts").to_pylist() == list(range(10))
+    first = read_input(files[0], fmt, schema=table.schema)
+    assert first.column("ts").to_pylist() == list(range(first.num_rows))
+    assert 0 < first.num_rows < 10
+
+
+def test_more_files_than_rows_and_write_inputs(tmp_path: Path) -> None:
+    tables = smart_grid_streams(3, 5, rows=4, seed=3)
+    for fmt in ALL_FORMATS:
+        dirs = write_inputs(tables, tmp_path / fmt, fmt, n_files=3)
+        assert [d.name for d in dirs] == ["input-000", "input-001", "input-002"]
+        for table, directory in zip(tables, dirs, strict=True):
+            assert read_input(directory, fmt, schema=table.schema).equals(table)
+
+
+@pytest.mark.parametrize(("fmt", "content"), [
+    ("parquet", b"PAR1 this is not parquet"),
+    ("csv", b"ts,value\n1,2.0\n2,3.0,99\n"),
+    ("jsonl", b'{"ts": 1, "value": 2.0}\n{"ts": 2, "value": \n'),
+])
+def test_malformed_file_names_the_file(tmp_path: Path, fmt: str, content: bytes) -> None:
+    good = pa.table({"ts": pa.array([0], pa.int64()), "value": [1.0]})
+    write_input(good, tmp_path, fmt)
+    bad = tmp_path / f"part-00001{FORMATS[fmt][0]}"
+    bad.write_bytes(content)
+    with pytest.raises(InputError, match="part-00001"):
+        read_input(tmp_path, fmt)
+
+
+def test_mismatched_schemas_name_the_file(tmp_path: Path) -> None:
+    write_input(pa.table({"ts": pa.array([0], pa.int64())}), tmp_path / "a", "parquet")
+    (tmp_path / "a" / "part-00000.parquet").rename(tmp_path / "a" / "part-00009.parquet")
+    write_input(pa.table({"ts": ["x"]}), tmp_path / "a", "parquet")
+    with pytest.raises(InputError, match="part-00009"):
+        read_input(tmp_path / "a", "parquet")
+
+
+def test_missing_or_extra_columns_name_the_file(tmp_path: Path) -> None:
+    write_input(pa.table({"ts": [1], "v": [1.0]}), tmp_path / "a", "csv")
+    (tmp_path / "a" / "part-00001.csv").write_text("ts\n2\n")
+    with pytest.raises(InputError, match="part-00001.csv has columns"):
+        read_input(tmp_path / "a", "csv")
+    (tmp_path / "a" / "part-00001.csv").write_text("v,ts\n2.5,2\n")
+    # part-00000 holds v = 1.0 written as "1": inferred int64, widened to double
+    assert read_input(tmp_path / "a", "csv").to_pydict() == {"ts": [1, 2], "v": [1.0, 2.5]}
+    (tmp_path / "a" / "part-00001.csv").write_text("v,ts\nabc,2\n")
+    with pytest.raises(InputError, match="part-00001.csv has schema"):
+        read_input(tmp_path / "a", "csv")
+
+
+def test_missing_and_empty_inputs(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        read_input(tmp_path / "nope", "csv")
+    (tmp_path / "x.parquet").write_bytes(b"")
+    with pytest.raises(InputError, match="no csv files"):
+        read_input(tmp_path, "csv")
+    with pytest.raises(ConfigError, match="unknown input format"):
+        read_input(tmp_path, "avro")
+    with pytest.raises(ConfigError):
+        write_input(pa.table({"ts": [1]}), tmp_path, "parquet", n_files=0)
+
+
+def test_jsonl_refuses_nan(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="NaN"):
+        write_input(pa.table({"v": [1.0, float("nan")]}), tmp_path, "jsonl")

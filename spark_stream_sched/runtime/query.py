@@ -13,7 +13,8 @@ import pyarrow as pa
 from spark_stream_sched.runtime import snapshot
 from spark_stream_sched.runtime.aggregates import AggSpec
 from spark_stream_sched.runtime.merge import SMerge
-from spark_stream_sched.runtime.packets import Data
+from spark_stream_sched.errors import InputError
+from spark_stream_sched.runtime.packets import Data, as_table
 from spark_stream_sched.runtime.window import WindowAggregator
 from spark_stream_sched.runtime.windows import WindowSpec
 
@@ -35,13 +36,23 @@ class OrderedAggregation:
             return
         if input_schema is None:
             raise ValueError("input_schema is required")
-        self.merge = SMerge(n_inputs, ts_column, out_of_order)
-        self.merge.schema = input_schema
         self.window = WindowAggregator(spec, key_columns, aggregates, ts_column, input_schema)
+        self.merge = SMerge(n_inputs, ts_column, out_of_order)
+        # Projection push-down: only the columns the windows read travel through the merge.
+        self.merge.schema = pa.schema([input_schema.field(c) for c in self.window.columns])
 
     def push(self, input_id: int, data: Data) -> None:
-        """Buffer the next tuples of one input (see :meth:`SMerge.push`)."""
-        self.merge.push(input_id, data)
+        """Buffer the next tuples of one input (see :meth:`SMerge.push`).
+
+        Only the columns the query reads are kept; a missing one is an :class:`InputError`.
+        """
+        table = as_table(data)
+        try:
+            table = table.select(self.window.columns)
+        except KeyError as exc:
+            raise InputError(f"input {input_id} lacks a column the query reads: {exc}; "
+                             f"it has {table.column_names}") from exc
+        self.merge.push(input_id, table)
 
     def finish(self, input_id: int) -> None:
         """Declare that an input will send nothing more."""

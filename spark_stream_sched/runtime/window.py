@@ -82,12 +82,13 @@ class WindowAggregator:
         self.input_schema = input_schema
         self._check_columns(input_schema)
         self.aggregates: list[BoundAggregate] = [bind(s, input_schema) for s in specs]  # type: ignore[arg-type]
-        self._columns = self._needed_columns()
-        self._pending: pa.Table = input_schema.empty_table().select(self._columns)
+        self.columns = self._needed_columns()
+        self._pending: pa.Table = input_schema.empty_table().select(self.columns)
         self._panes: list[pa.Table] = []
         self._bound: int | None = None
         self._next_k: int | None = None
         self.output_schema = self._output_schema()
+        self._partial_schema = self._pane_schema()
         self._dense_ok = dense.supports(self.aggregates)
 
     # -- construction helpers ----------------------------------------------------------------
@@ -120,6 +121,26 @@ class WindowAggregator:
         fields += [pa.field(a.spec.alias, a.output_type) for a in self.aggregates]
         return pa.schema(fields)
 
+    def _pane_schema(self) -> pa.Schema:
+        """The fixed schema of pane partials (both stage-1 paths are cast to it)."""
+        fields = [pa.field(PANE, pa.int64())]
+        fields += [self.input_schema.field(k) for k in self.key_columns]
+        for i, agg in enumerate(self.aggregates):
+            func, in_type = agg.spec.func, agg.input_type
+            if func in ("count", "count_where"):
+                fields.append(pa.field(f"a{i}_n", pa.int64()))
+            elif func in ("sum", "avg"):
+                wide = pa.int64() if in_type is not None and pa.types.is_integer(in_type) else (
+                    pa.float64())
+                fields.append(pa.field(f"a{i}_sum", wide))
+                if func == "avg":
+                    fields.append(pa.field(f"a{i}_n", pa.int64()))
+            else:
+                fields.append(pa.field(f"a{i}_v", agg.output_type))
+                if func.endswith("_where"):
+                    fields.append(pa.field(f"a{i}_found", pa.bool_()))
+        return pa.schema(fields)
+
     # -- processing --------------------------------------------------------------------------
 
     def update(self, rows: pa.Table, ready_bound: int | None) -> pa.Table:
@@ -140,7 +161,7 @@ class WindowAggregator:
 
     def _append(self, rows: pa.Table) -> None:
         try:
-            rows = rows.select(self._columns)
+            rows = rows.select(self.columns)
         except KeyError as exc:
             raise InputError(f"rows lack a column the query needs: {exc}") from exc
         ts = event_times(rows, self.ts_column, "window input")
@@ -167,7 +188,7 @@ class WindowAggregator:
                                                        self.aggregates, force=self.mode == "dense")
         if partials is None:
             partials = pane_partials(done, pane, self.key_columns, self.aggregates)
-        self._panes.append(partials)
+        self._panes.append(partials.select(self._partial_schema.names).cast(self._partial_schema))
 
     def _emit(self, bound: int) -> pa.Table:
         """Emit the windows closed by ``bound`` that were not emitted yet, then prune panes."""

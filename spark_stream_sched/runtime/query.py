@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from spark_stream_sched.errors import InputError
 from spark_stream_sched.runtime import snapshot
 from spark_stream_sched.runtime.aggregates import AggSpec
 from spark_stream_sched.runtime.merge import SMerge
-from spark_stream_sched.errors import InputError
 from spark_stream_sched.runtime.packets import Data, as_table
 from spark_stream_sched.runtime.window import WindowAggregator
 from spark_stream_sched.runtime.windows import WindowSpec

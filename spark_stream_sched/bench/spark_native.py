@@ -6,16 +6,18 @@ writing Parquet:
 
 * **native**: ``union`` of N file streams + ``withWatermark`` + ``groupBy(window, key)`` with
   ``count``, ``avg`` and ``first`` (append mode);
-* **ordered-agg**: ``spark.readStream.format("ordered-agg")`` over the same N directories.
+* **ordered-agg**: ``spark.readStream.format("ordered-agg")`` over the same N directories;
+* **ordered-agg sink** (``--engines``): the native union of N file streams written with
+  ``writeStream.format("ordered-agg")``, then ``finish_sink``.
 
 For each engine the same query runs ``runs`` times with batching A and once with batching B
-(``maxFilesPerTrigger`` for native, ``maxRecordsPerTrigger`` for ordered-agg, both giving about
-the same rows per micro-batch). Reported: rows/s (input rows / query wall time, best and
-median), whether all runs gave identical rows, whether batching B equals batching A, and how
-often the emitted ``first(value)`` and ``count`` equal the truth. The truth is the first event
-of each (window, key) in the total order ``(ts, input, seq)`` -- computed with the reference
-oracle (:mod:`spark_stream_sched.testing.reference`) up to ``ORACLE_MAX_ROWS`` rows and by the
-vectorised :func:`true_windows` (checked against the oracle in the tests) above that.
+(``maxFilesPerTrigger`` for native and the sink, ``maxRecordsPerTrigger`` for the source, all
+giving about the same rows per micro-batch). Reported: rows/s (input rows / query wall time,
+best and median), whether all runs gave identical rows, whether batching B equals batching A,
+and how often the emitted ``first(value)`` and ``count`` equal the truth. The truth is the first
+event of each (window, key) in the total order ``(ts, input, seq)`` -- computed with the
+reference oracle (:mod:`spark_stream_sched.testing.reference`) up to ``ORACLE_MAX_ROWS`` rows
+and by the vectorised :func:`true_windows` (checked against the oracle in the tests) above that.
 
 Run it as ``spark-stream-sched bench spark`` or ``python -m spark_stream_sched.bench.spark_native``.
 """
@@ -46,6 +48,8 @@ logger = logging.getLogger(__name__)
 ORACLE_MAX_ROWS = 300_000
 FILES_PER_INPUT = 16
 AGGREGATES = ("count(*) as n", "avg(value) as mean", "first(value) as first_v")
+#: Engines compared: Spark's native query, the ordered-agg source, the ordered-agg sink.
+ENGINES = ("native", "ordered-agg", "ordered-agg-sink")
 Results = list[dict[str, Any]]
 #: Pseudo key under which :func:`result_rows` records duplicate result rows.
 DUPLICATES = (-1, -1)
@@ -160,6 +164,31 @@ def run_ordered(spark: Any, dirs: list[Path], out: Path, size: str, slide: str,
     return time.perf_counter() - started
 
 
+def run_sink(spark: Any, dirs: list[Path], schema: pa.Schema, out: Path, size: str,
+             slide: str, files_per_trigger: int) -> float:
+    """Native file streams into ``writeStream.format("ordered-agg")``; return the wall time."""
+    from spark_stream_sched.jobs.runner import (
+        INPUT_ID_COLUMN,
+        SEQUENCE_COLUMN,
+        await_query,
+        file_streams,
+    )
+    from spark_stream_sched.spark.sink import finish_sink, register_sink
+
+    register_sink(spark)
+    frame = file_streams(spark, dirs, "parquet", schema, files_per_trigger, with_position=True)
+    options = {"path": str(out / "output"), "checkpointLocation": str(out / "ck"),
+               "inputs": str(len(dirs)), "inputColumn": INPUT_ID_COLUMN, "keyColumns": "meter",
+               "sequenceColumn": SEQUENCE_COLUMN,
+               "window": size, "slide": slide, "aggregates": ", ".join(AGGREGATES)}
+    started = time.perf_counter()
+    query = (frame.writeStream.format("ordered-agg").options(**options)
+             .trigger(availableNow=True).start())
+    await_query(query)
+    finish_sink(options)
+    return time.perf_counter() - started
+
+
 # -- comparing results -------------------------------------------------------------------------
 
 
@@ -188,6 +217,14 @@ def differing(a: dict[Any, Any], b: dict[Any, Any]) -> int:
     return sum(1 for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
+def _first_differs(a: dict[Any, Any], b: dict[Any, Any]) -> float | None:
+    """Share (%) of the windows emitted by both runs whose ``first`` differs."""
+    common = [k for k in a.keys() & b.keys() if k != DUPLICATES]
+    if not common:
+        return None
+    return round(100.0 * sum(1 for k in common if a[k][2] != b[k][2]) / len(common), 2)
+
+
 def _truth_scores(rows: dict[tuple[int, int], tuple[int, float, float]],
                   truth: dict[tuple[int, int], tuple[int, float]]) -> dict[str, Any]:
     rows_dup = rows.get(DUPLICATES, (0,))[0]
@@ -210,7 +247,8 @@ def _truth_scores(rows: dict[tuple[int, int], tuple[int, float, float]],
 def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = "30 seconds",
         slide: str = "3 seconds", watermark: str = "10 seconds", runs: int = 3,
         batchings: tuple[int, int] = (4, 1), seed: int = 0, workdir: str | None = None,
-        master: str = "local[*]") -> Results:
+        master: str = "local[*]", show_progress: bool = True,
+        engines: Sequence[str] = ENGINES) -> Results:
     """Run both engines ``runs`` times with batching A and once with batching B.
 
     ``batchings`` are files per input per micro-batch for native (A, B); ordered-agg gets
@@ -236,16 +274,21 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
             limit = max(1, int(files * n_inputs * rows_per_file))
             return lambda: run_ordered(spark, dirs, root / tag, size, slide, limit)
 
-        plan = [(engine, i, batching) for i in range(runs) for engine in ("native", "ordered-agg")
-                for batching in ("A",)] + [(e, runs, "B") for e in ("native", "ordered-agg")]
-        seconds: dict[str, list[float]] = {"native": [], "ordered-agg": []}
+        def sink(tag: str, files: int) -> Callable[[], float]:
+            return lambda: run_sink(spark, dirs, tables[0].schema, root / tag, size, slide, files)
+
+        makers = {"native": native, "ordered-agg": ordered, "ordered-agg-sink": sink}
+        plan = ([(engine, i, "A") for i in range(runs) for engine in engines]
+                + [(engine, runs, "B") for engine in engines])
+        seconds: dict[str, list[float]] = {engine: [] for engine in engines}
         outputs: dict[tuple[str, str], list[dict[Any, Any]]] = {}
         for engine, i, batching in plan:
             tag = f"{engine}-{batching}-{i}"
             files = batchings[0] if batching == "A" else batchings[1]
-            make = native if engine == "native" else ordered
+            make = makers[engine]
             logger.info("bench spark: %s", tag)
-            print(f"  running {tag} ...", file=sys.stderr, flush=True)
+            if show_progress:
+                print(f"  running {tag} ...", file=sys.stderr, flush=True)
             elapsed = make(tag, files)()
             if batching == "A":
                 seconds[engine].append(elapsed)
@@ -253,7 +296,7 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
         return [_summarise(engine, rows, n_inputs, keys, size, slide, watermark, batchings,
                            seconds[engine], outputs[(engine, "A")], outputs[(engine, "B")][0],
                            truth, "reference" if rows <= ORACLE_MAX_ROWS else "true_windows")
-                for engine in ("native", "ordered-agg")]
+                for engine in engines]
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -279,6 +322,7 @@ def _summarise(engine: str, rows: int, n_inputs: int, keys: int, size: str, slid
         "first_differs_over_runs_pct": round(100.0 * first_unstable / len(first), 2)
         if first else None,
         "identical_across_batchings": differing(first, run_b) == 0,
+        "first_differs_across_batchings_pct": _first_differs(first, run_b),
         "rows_differing_across_batchings": differing(first, run_b),
         "oracle": oracle, **_truth_scores(first, truth),
     }
@@ -289,6 +333,7 @@ COLUMNS = (("engine", "engine"), ("rows_per_s_best", "rows/s best"),
            ("rows_differing_over_runs", "rows differing"),
            ("identical_across_batchings", "same across batchings"),
            ("rows_differing_across_batchings", "rows differing"),
+           ("first_differs_across_batchings_pct", "first() changed %"),
            ("windows_emitted", "windows out"), ("first_matches_pct", "first() = truth %"),
            ("count_matches_pct", "count = truth %"))
 
@@ -320,6 +365,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                         help="native watermark delay (default 10 seconds)")
     parser.add_argument("--batchings", default="4,1",
                         help="files per input per micro-batch for runs A and B (default 4,1)")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"comma-separated subset of {', '.join(ENGINES)} (default: all)")
     parser.add_argument("--workdir", help="keep data and outputs here (default: temp, removed)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
@@ -331,11 +378,16 @@ def run_bench(args: argparse.Namespace) -> Results:
     except ValueError:
         raise ConfigError(
             f"--batchings {args.batchings!r}: expected two integers like 4,1") from None
+    engines = [e.strip() for e in str(args.engines).split(",") if e.strip()]
+    unknown = sorted(set(engines) - set(ENGINES))
+    if unknown or not engines:
+        raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINES)}")
     rows = args.rows or (20_000 if getattr(args, "quick", False) else 2_000_000)
     runs = args.repeat or (1 if getattr(args, "quick", False) else 3)
     return run(rows=rows, n_inputs=args.inputs, keys=args.keys, size=args.window,
                slide=args.slide, watermark=args.watermark, runs=runs, batchings=(a, b),
-               seed=args.seed, workdir=args.workdir, master=args.master)
+               seed=args.seed, workdir=args.workdir, master=args.master,
+               show_progress=not getattr(args, "no_progress", False), engines=engines)
 
 
 #: ``Bench(*BENCH)`` in ``commands/bench.py``: help, add_args, run, format.

@@ -1,0 +1,131 @@
+"""Start and stop a real Spark standalone cluster from the installed pyspark.
+
+The pip package has no ``start-master.sh``; the master and each worker are started with
+``bin/spark-class org.apache.spark.deploy.{master.Master,worker.Worker}`` as separate process
+groups on loopback, on free ports, each with its own work and log directory. ``wait_alive``
+polls the master's JSON endpoint until the workers have registered. ``kill_worker`` sends
+SIGKILL to a worker's whole process group (the worker JVM and the executor JVMs it launched),
+which is how a lost machine looks to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spark_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "SPARK_NO_DAEMONIZE": "1"})
+    return env
+
+
+@dataclass
+class StandaloneCluster:
+    """A master and ``n_workers`` workers (1 core, 1 GiB each) under ``root``."""
+
+    root: Path
+    n_workers: int = 2
+    master_port: int = field(default_factory=free_port)
+    ui_port: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    worker_ui_ports: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.root / f"{name}.log").open("wb")
+        proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args],
+                                stdout=log, stderr=subprocess.STDOUT, env=spark_env(),
+                                cwd=self.root, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start(self, timeout: float = 120.0) -> StandaloneCluster:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.master_port), "--webui-port", str(self.ui_port))
+        self.workers = [self._start_worker(i) for i in range(self.n_workers)]
+        self.wait_alive(self.n_workers, timeout)
+        return self
+
+    def status(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+            return json.loads(r.read())
+
+    def wait_alive(self, workers: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.status().get("aliveworkers", 0) >= workers:
+                    return
+            except OSError:
+                pass
+            for proc in [self.procs[0], *self.workers]:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a cluster process exited early; see logs in {self.root}")
+            time.sleep(1)
+        raise TimeoutError(f"{workers} workers not alive after {timeout} s; logs in {self.root}")
+
+    def _start_worker(self, index: int) -> subprocess.Popen[bytes]:
+        work = self.root / f"worker-{index}"
+        work.mkdir(exist_ok=True)
+        port = free_port()
+        self.worker_ui_ports[index] = port
+        return self._spawn(f"worker-{index}", "org.apache.spark.deploy.worker.Worker", self.url,
+                           "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                           "--webui-port", str(port), "--work-dir", str(work))
+
+    def cores_used(self, index: int) -> int:
+        """Cores that running executors use on worker ``index``, as the master reports it."""
+        port = f":{self.worker_ui_ports[index]}"
+        for worker in self.status().get("workers", []):
+            if worker.get("webuiaddress", "").endswith(port) and worker.get("state") == "ALIVE":
+                return int(worker.get("coresused", 0))
+        return 0
+
+    def restart_worker(self, index: int, timeout: float = 120.0) -> None:
+        """Start worker ``index`` again (after :meth:`kill_worker`) and wait for it."""
+        self.workers[index] = self._start_worker(index)
+        self.wait_alive(self.n_workers, timeout)
+
+    def kill_worker(self, index: int) -> None:
+        proc = self.workers[index]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)

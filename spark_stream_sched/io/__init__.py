@@ -1,0 +1,1 @@
+"""Pure input/output helpers (no pyspark): file-backed input streams for the Spark adapter."""

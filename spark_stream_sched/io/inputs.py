@@ -1,0 +1,343 @@
+"""File-backed input streams: listing, cheap row counts, reads between cursors, admission.
+
+Pure Python + PyArrow (no pyspark), so the Spark source's offset logic is testable without a JVM.
+
+Contract of an input stream (documented for users in ``spark/options.py``):
+
+* an input is a directory (its regular files in name order, hidden ``.*`` and ``_*`` files such
+  as ``_SUCCESS`` skipped) or a glob (its matches in path order);
+* files are immutable once visible (write elsewhere and rename into place); a file that appears
+  later must sort after the last file consumed from that input, otherwise it is ignored with a
+  warning — it would belong to the past of the stream;
+* rows of one input are in non-decreasing event time across the files in that order.
+
+A :class:`Cursor` names the file it is in and how many of its rows were consumed;
+:func:`time_aligned_shares` splits a row budget over inputs (the earliest rows first),
+:func:`advance` moves one cursor and :func:`read_between` returns exactly the rows between two
+cursors.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import glob
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from spark_stream_sched.errors import InputError, OutOfOrderError
+from spark_stream_sched.runtime.packets import event_times
+
+log = logging.getLogger(__name__)
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Position in one input stream (serialised by ``spark/offsets.py``)."""
+
+    file: str | None = None
+    row: int = 0
+    seq: int = 0
+    last_ts: int | None = None
+    finished: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the cursor as a dict with the fixed key order."""
+        return {"file": self.file, "row": self.row, "seq": self.seq, "last_ts": self.last_ts,
+                "finished": self.finished}
+
+
+
+# -- listing and reading files -----------------------------------------------------------------
+
+
+def list_files(path: str) -> list[str]:
+    """Return the files of one input in stream order (see the module docstring)."""
+    if _GLOB_CHARS & set(path):
+        matches = sorted(glob.glob(path))
+        return [m for m in matches if os.path.isfile(m)
+                and not os.path.basename(m).startswith((".", "_"))]
+    if not os.path.isdir(path):
+        raise InputError(f"input path {path!r} is neither a directory nor a glob; create the "
+                         f"directory (it may start empty) or fix option inputs")
+    names = sorted(n for n in os.listdir(path) if not n.startswith((".", "_")))
+    return [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+
+
+def _identity(path: str) -> tuple[str, int, int]:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"input file {path!r} has disappeared; files of an input must stay "
+                         f"until the query has consumed and committed them") from None
+    return path, stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=4096)
+def _count_rows(identity: tuple[str, int, int], fmt: str) -> int:
+    path = identity[0]
+    if fmt == "parquet":
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    return int(_read_text_file(identity, fmt, None).num_rows)
+
+
+def count_rows(path: str, fmt: str) -> int:
+    """Rows in one file: Parquet footer metadata; CSV/JSON are parsed once and cached."""
+    return _count_rows(_identity(path), fmt)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_text_file(identity: tuple[str, int, int], fmt: str,
+                    schema: pa.Schema | None) -> pa.Table:
+    path = identity[0]
+    try:
+        if fmt == "csv":
+            convert = pa_csv.ConvertOptions(column_types=schema) if schema is not None else None
+            return pa_csv.read_csv(path, convert_options=convert)
+        parse = pa_json.ParseOptions(explicit_schema=schema) if schema is not None else None
+        return pa_json.read_json(path, parse_options=parse)
+    except pa.ArrowInvalid as exc:
+        raise InputError(f"cannot parse {fmt} file {path!r}: {exc}") from exc
+
+
+def read_file_rows(path: str, fmt: str, schema: pa.Schema | None, start: int,
+                   stop: int) -> pa.Table:
+    """Rows ``[start, stop)`` of one file, conformed to ``schema`` (column order and types).
+
+    Parquet reads only the row groups that overlap the range.
+    """
+    if fmt == "parquet":
+        table = _read_parquet_range(path, start, stop, schema)
+    else:
+        table = _read_text_file(_identity(path), fmt, schema).slice(start, stop - start)
+    if schema is None:
+        return table
+    try:
+        return table.select(schema.names).cast(schema)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"file {path!r} does not match the input schema {schema}: {exc}; "
+                         f"fix the file or option schema") from exc
+
+
+def _read_parquet_range(path: str, start: int, stop: int,
+                        schema: pa.Schema | None) -> pa.Table:
+    pf = pq.ParquetFile(path)
+    groups, first_row, offset = [], None, 0
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        if offset < stop and offset + n > start:
+            groups.append(i)
+            first_row = offset if first_row is None else first_row
+        offset += n
+    columns = schema.names if schema is not None else None
+    if not groups:
+        return pf.schema_arrow.empty_table() if columns is None else \
+            pf.schema_arrow.empty_table().select(columns)
+    try:
+        table = pf.read_row_groups(groups, columns=columns)
+    except (KeyError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read {path!r} with columns {columns}: {exc}") from exc
+    return table.slice(start - (first_row or 0), stop - start)
+
+
+def infer_schema(path: str, fmt: str) -> pa.Schema:
+    """Schema of one file (the first file of the first input, when option schema is omitted)."""
+    if fmt == "parquet":
+        return pq.ParquetFile(path).schema_arrow
+    return _read_text_file(_identity(path), fmt, None).schema
+
+
+# -- cursors -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputStream:
+    """One input: its path, file format and row schema (picklable)."""
+
+    input_id: int
+    path: str
+    fmt: str
+    schema: pa.Schema | None
+
+    def files(self, limit_to: Sequence[str] | None = None) -> list[str]:
+        """Files in stream order; ``limit_to`` (a frozen listing) caps them for AvailableNow."""
+        return list(limit_to) if limit_to is not None else list_files(self.path)
+
+
+def _next_position(files: list[str], cursor: Cursor, fmt: str) -> tuple[int, int]:
+    """(file index, row) of the next unconsumed row; ``(len(files), 0)`` when none is listed."""
+    if cursor.file is None:
+        return 0, 0
+    idx = bisect.bisect_left(files, cursor.file)
+    if idx == len(files) or files[idx] != cursor.file:
+        raise InputError(f"file {cursor.file!r} of the checkpointed cursor is no longer listed; "
+                         f"files of an input must not be removed or renamed while the query "
+                         f"runs")
+    if cursor.row < count_rows(files[idx], fmt):
+        return idx, cursor.row
+    return idx + 1, 0
+
+
+def available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None) -> int:
+    """Unconsumed rows after ``cursor`` (counting stops early once ``cap`` is reached)."""
+    idx, row = _next_position(files, cursor, fmt)
+    total = 0
+    for i in range(idx, len(files)):
+        total += count_rows(files[i], fmt) - (row if i == idx else 0)
+        if cap is not None and total >= cap:
+            return cap
+    return total
+
+
+def _walk(files: list[str], cursor: Cursor, fmt: str,
+          n_rows: int) -> list[tuple[str, int, int]]:
+    """The ``(file, start, stop)`` row ranges of the next ``n_rows`` rows after ``cursor``."""
+    idx, row = _next_position(files, cursor, fmt)
+    ranges, left = [], n_rows
+    while left > 0:
+        if idx >= len(files):
+            raise InputError(f"input ends before {n_rows} rows after cursor {cursor}; a file "
+                             f"was truncated or removed")
+        n = count_rows(files[idx], fmt)
+        take = min(left, n - row)
+        if take > 0:
+            ranges.append((files[idx], row, row + take))
+        left -= take
+        idx, row = idx + 1, 0
+    return ranges
+
+
+def in_order_mask(ts: np.ndarray, last_ts: int | None, policy: str, input_id: int,
+                  seq0: int) -> np.ndarray | None:
+    """Keep-mask for rows whose ts is not below an earlier ts of the input (None: all kept).
+
+    Raises :class:`OutOfOrderError` under policy ``fail`` (DESIGN.md §2).
+    """
+    if len(ts) == 0:
+        return None
+    floor = ts[0] if last_ts is None else np.int64(last_ts)
+    if ts[0] >= floor and bool(np.all(ts[1:] >= ts[:-1])):
+        return None
+    prev_max = np.maximum.accumulate(np.concatenate(([floor], ts[:-1])))
+    keep = ts >= prev_max
+    if policy == "fail":
+        j = int(np.flatnonzero(~keep)[0])
+        raise OutOfOrderError(input_id, seq0 + j, int(ts[j]), int(prev_max[j]))
+    return np.asarray(keep)
+
+
+def read_between(stream: InputStream, files: list[str], start: Cursor, end: Cursor,
+                 ts_column: str, policy: str) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Rows of ``stream`` between two cursors, with their event times and seq numbers.
+
+    Returns ``(rows, ts, seq)``: rows out of order are already dropped (policy ``drop``) or
+    raise :class:`OutOfOrderError` (policy ``fail``); ``seq`` counts dropped rows too.
+    """
+    n_rows = end.seq - start.seq
+    parts = [read_file_rows(f, stream.fmt, stream.schema, a, b)
+             for f, a, b in _walk(files, start, stream.fmt, n_rows)]
+    empty = stream.schema.empty_table() if stream.schema is not None else pa.table({})
+    rows = pa.concat_tables(parts) if parts else empty
+    if rows.num_rows != n_rows:
+        raise InputError(f"input {stream.input_id}: read {rows.num_rows} rows between seq "
+                         f"{start.seq} and {end.seq}, expected {n_rows}; files changed")
+    where = f"input {stream.input_id} (rows from position {start.seq})"
+    ts = event_times(rows, ts_column, where) if n_rows else np.zeros(0, np.int64)
+    seq = np.arange(start.seq, end.seq, dtype=np.int64)
+    keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
+    if keep is not None:
+        rows, ts, seq = rows.filter(pa.array(keep)), ts[keep], seq[keep]
+    return rows, ts, seq
+
+
+def peek_event_times(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
+                     ts_column: str) -> np.ndarray:
+    """Event times (int64 ms) of the next ``n_rows`` rows after ``start``; reads one column."""
+    if n_rows <= 0:
+        return np.zeros(0, np.int64)
+    ts_schema = None
+    if stream.schema is not None:
+        ts_schema = pa.schema([stream.schema.field(ts_column)])
+    return np.concatenate([
+        event_times(read_file_rows(f, stream.fmt, ts_schema, a, b), ts_column,
+                    f"input {stream.input_id} file {f!r}")
+        for f, a, b in _walk(files, start, stream.fmt, n_rows)])
+
+
+def time_aligned_shares(heads: Sequence[np.ndarray], last_ts: Sequence[int | None],
+                        budget: int | None) -> list[int]:
+    """Rows to admit per input: the ``budget`` earliest upcoming rows over all inputs.
+
+    ``heads[j]`` holds the event times of input ``j``'s next rows (at most ``budget`` of them).
+    Admitting by time rather than by row count keeps the inputs aligned, so the ready bound
+    ``R = min_j last_ts(j)`` moves as far as the budget allows and few rows wait in state
+    (seed 004's T-Gate buffers exactly the rows above ``R``). Ties at the threshold go to the
+    lowest input ids. Out-of-order rows are ranked by the running maximum (the time the input
+    has reached), which is what the ready bound sees.
+    """
+    if budget is None or sum(len(h) for h in heads) <= budget:
+        return [len(h) for h in heads]
+    reached = [np.maximum.accumulate(np.maximum(h, h[0] if last is None else last))
+               if len(h) else h for h, last in zip(heads, last_ts, strict=True)]
+    threshold = np.partition(np.concatenate(reached), budget - 1)[budget - 1]
+    below = [int(np.searchsorted(r, threshold, side="left")) for r in reached]
+    spare, shares = budget - sum(below), []
+    for r, b in zip(reached, below, strict=True):
+        take = min(spare, int(np.searchsorted(r, threshold, side="right")) - b)
+        spare -= take
+        shares.append(b + take)
+    return shares
+
+
+def advance(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
+            ts_column: str, policy: str, finish_when_exhausted: bool,
+            ts: np.ndarray | None = None) -> Cursor:
+    """The cursor ``n_rows`` rows after ``start`` (called on the driver).
+
+    Reads the timestamp column of those rows (unless ``ts`` already holds them) to record
+    ``last_ts`` and to fail early on out-of-order input. With ``finish_when_exhausted`` the
+    input is marked finished once every listed file is consumed; a finished cursor never moves
+    again.
+    """
+    if start.finished:
+        return start
+    end = start
+    if n_rows > 0:
+        ranges = _walk(files, start, stream.fmt, n_rows)
+        last_file, _, last_stop = ranges[-1]
+        if ts is None or len(ts) != n_rows:
+            ts = peek_event_times(stream, files, start, n_rows, ts_column)
+        keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
+        kept = ts if keep is None else ts[keep]
+        if len(kept) < len(ts):
+            log.warning("input %d: dropped %d out-of-order rows among positions %d..%d "
+                        "(outOfOrder=drop)", stream.input_id, len(ts) - len(kept), start.seq,
+                        start.seq + n_rows - 1)
+        last = start.last_ts
+        if len(kept):
+            last = int(kept[-1]) if last is None else max(last, int(kept[-1]))
+        end = Cursor(last_file, last_stop, start.seq + n_rows, last, False)
+    if finish_when_exhausted and available_rows(files, end, stream.fmt, 1) == 0:
+        end = replace(end, finished=True)
+    return end
+
+
+def warn_ignored_files(stream: InputStream, files: list[str], cursor: Cursor,
+                       warn: Callable[[str], None] = log.warning) -> None:
+    """Warn about files added to an input after it was marked finished (they are ignored)."""
+    if cursor.finished and cursor.file is not None:
+        later = [f for f in files if f > cursor.file]
+        if later:
+            warn(f"input {stream.input_id} has finished (endOfInput); {len(later)} file(s) "
+                 f"added since are ignored, e.g. {later[0]!r}")

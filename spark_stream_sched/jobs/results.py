@@ -1,0 +1,137 @@
+"""Reading a job's inputs and outputs back, and printing them for a human.
+
+:func:`read_output` honours Spark's file-sink log (``_spark_metadata``): only files a committed
+batch listed are read, so a crashed batch's partial files never show up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from spark_stream_sched.jobs.runner import JobResult
+
+WINDOW_COLUMNS = ("window_start", "window_end")
+
+
+def count_input_rows(dirs: Sequence[Path], fmt: str) -> int:
+    """Rows in all input files (Parquet footers; CSV/JSONL files are read)."""
+    if fmt == "parquet":
+        return sum(pq.ParquetFile(f).metadata.num_rows for d in dirs
+                   for f in sorted(Path(d).glob("*.parquet")))
+    from spark_stream_sched.data.files import read_input
+
+    return sum(read_input(d, fmt).num_rows for d in dirs)
+
+
+def _spark_log_files(output: Path) -> list[Path]:
+    """Files committed by Spark's Parquet file sink, from ``_spark_metadata``."""
+    files: dict[str, bool] = {}
+    entries = sorted(output.joinpath("_spark_metadata").iterdir(),
+                     key=lambda p: int(p.name.split(".")[0]) if p.name[0].isdigit() else -1)
+    for entry in entries:
+        if not entry.name[0].isdigit():
+            continue
+        for line in entry.read_text().splitlines()[1:]:
+            record = json.loads(line)
+            path = unquote(urlparse(record["path"]).path)
+            files[path] = record.get("action", "add") == "add"
+    return [Path(p) for p, present in files.items() if present]
+
+
+def output_files(output: str | Path) -> list[Path]:
+    """Return the committed Parquet files of a job's output directory, in name order."""
+    root = Path(output)
+    if not root.is_dir():
+        return []
+    if (root / "_spark_metadata").is_dir():
+        return sorted(_spark_log_files(root))
+    return sorted(p for p in root.glob("*.parquet") if not p.name.startswith((".", "_")))
+
+
+def sort_results(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """Order result rows by ``(window_end, window_start, keys)`` (DESIGN.md §2 output order)."""
+    if table.num_rows == 0:
+        return table
+    keys = ["window_end", "window_start", *key_columns]
+    return table.take(pc.sort_indices(table, [(k, "ascending", "at_start") for k in keys]))
+
+
+def read_output(output: str | Path, key_columns: Sequence[str]) -> pa.Table:
+    """All committed result rows of a job, in the output order."""
+    files = output_files(output)
+    if not files:
+        return pa.table({})
+    tables = [pq.read_table(f) for f in files]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    return sort_results(table, key_columns)
+
+
+def _cell(value: object, name: str) -> str:
+    if value is None:
+        return "null"
+    if name in WINDOW_COLUMNS and isinstance(value, int):
+        value = dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def format_rows(table: pa.Table, limit: int) -> str:
+    """Render the first ``limit`` rows as an aligned text table (windows as UTC times)."""
+    names = table.column_names
+    rows = [[_cell(v, n) for n, v in row.items()] for row in table.slice(0, limit).to_pylist()]
+    cells = [names, *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(names))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if table.num_rows > limit:
+        lines.append(f"... {table.num_rows - limit:,} more rows")
+    return "\n".join(lines)
+
+
+def format_summary(result: JobResult) -> str:
+    """One readable block: engine, inputs, rows in/out, batches, time, throughput."""
+    return "\n".join([
+        f"engine        {result.engine}",
+        f"inputs        {result.n_inputs}",
+        f"rows in       {result.rows_in:,}",
+        f"rows out      {result.rows_out:,}",
+        f"batches       {result.batches}",
+        f"time          {result.seconds:.1f} s ({result.rows_per_second:,.0f} rows/s)"
+        + (f", plus {result.startup_seconds:.1f} s to start Spark"
+           if result.startup_seconds else ""),
+        f"output        {result.output}",
+    ])
+
+
+def middle_window(table: pa.Table) -> pa.Table:
+    """Rows of the window in the middle of the results (the first windows are partial)."""
+    if table.num_rows == 0:
+        return table
+    end = table.column("window_end")[table.num_rows // 2]
+    return table.filter(pc.equal(table.column("window_end"), end))
+
+
+def print_report(result: JobResult, show: int) -> None:
+    """Print rows of one window from the middle of the run, and the summary, on stdout."""
+    if result.results.num_rows == 0:
+        print("(no result rows)")
+    else:
+        window = middle_window(result.results)
+        print(f"\n{window.num_rows:,} keys in one window from the middle of the run "
+              f"(of {result.results.num_rows:,} result rows):")
+        print(format_rows(window, show))
+    print()
+    print(format_summary(result))

@@ -1,0 +1,79 @@
+"""An embedded local Spark for jobs: environment set before the JVM starts, quiet settings.
+
+``PYSPARK_PYTHON`` must name this interpreter (otherwise Python workers run ``python3`` from
+``PATH``, which may lack this package) and ``SPARK_LOCAL_IP`` must be loopback; both are read
+when the JVM and the SparkContext start, so :func:`prepare_environment` runs first. When the
+repository's ``conf/`` directory is present (editable install) it becomes ``SPARK_CONF_DIR``,
+which brings ``spark-defaults.conf`` and the quiet ``log4j2.properties``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spark_stream_sched.jobs.config import JobConfig
+
+logger = logging.getLogger(__name__)
+
+#: Applied to sessions this module creates (``conf/spark-defaults.conf`` holds the same).
+QUIET_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("spark.ui.enabled", "false"),
+    ("spark.ui.showConsoleProgress", "false"),
+    ("spark.driver.bindAddress", "127.0.0.1"),
+    ("spark.sql.shuffle.partitions", "2"),
+    ("spark.sql.session.timeZone", "UTC"),
+)
+
+
+def repo_conf_dir() -> Path | None:
+    """Return the repository's ``conf/`` directory when running from a source checkout."""
+    candidate = Path(__file__).resolve().parents[2] / "conf"
+    return candidate if (candidate / "spark-defaults.conf").is_file() else None
+
+
+def prepare_environment() -> None:
+    """Set ``PYSPARK_PYTHON``, ``SPARK_LOCAL_IP`` and ``SPARK_CONF_DIR`` unless already set.
+
+    Notes
+    -----
+    Must run before the JVM starts; has no effect on a running SparkContext.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    conf = repo_conf_dir()
+    if conf is not None:
+        os.environ.setdefault("SPARK_CONF_DIR", str(conf))
+
+
+def get_spark(cfg: JobConfig | None = None, master: str | None = None) -> Any:
+    """Return the active SparkSession, or start one with the job's and the quiet settings.
+
+    Parameters
+    ----------
+    cfg:
+        Supplies the app name and the ``[spark]`` settings.
+    master:
+        Master URL for a new session; ``None`` keeps what ``spark-submit`` configured.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    prepare_environment()
+    name = f"spark-stream-sched {cfg.name}" if cfg else "spark-stream-sched"
+    builder = SparkSession.builder.appName(name)
+    if master:
+        builder = builder.master(master)
+    for key, value in (*QUIET_SETTINGS, *(cfg.spark if cfg else ())):
+        builder = builder.config(key, value)
+    logger.info("starting Spark (master %s)", master or "from spark-submit")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

@@ -1,0 +1,139 @@
+"""Offsets of the ``ordered-agg`` source: per-input cursors as JSON with a fixed key order.
+
+An offset is a plain dict (what Spark's Python source API exchanges; Spark stores its JSON text
+in the checkpoint's offset log)::
+
+    {"format": "ordered-agg-offset", "version": 1,
+     "inputs": [{"file": "/data/in0/part-0003.parquet", "row": 1200, "seq": 51200,
+                 "last_ts": 1700000012000, "finished": false}, ...]}
+
+Per input: ``file`` is the file the cursor is in (``null`` before the first file), ``row`` the
+number of rows of that file already consumed (``row`` may equal the file's row count: the next
+row is then the first row of the next file in name order), ``seq`` the rows consumed from the
+input so far (= the ``seq`` of the next row), ``last_ts`` the largest event time consumed so far
+(``null`` before any row; the ready bound ``R`` is computed from it), ``finished`` whether the
+input has ended (see option ``endOfInput``; once true it stays true).
+
+The batch's state version is derived from the offset (:func:`version_id`), so a replayed batch
+(same start and end offsets) reloads exactly the state it started from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.io.inputs import Cursor
+from spark_stream_sched.runtime.packets import TS_MAX
+
+FORMAT = "ordered-agg-offset"
+VERSION = 1
+_CURSOR_KEYS = ("file", "row", "seq", "last_ts", "finished")
+
+
+@dataclass(frozen=True)
+class Offset:
+    """Cursors of all inputs at a micro-batch boundary."""
+
+    cursors: tuple[Cursor, ...]
+
+    @classmethod
+    def initial(cls, n_inputs: int) -> Offset:
+        """The offset before any row of ``n_inputs`` inputs."""
+        return cls(tuple(Cursor() for _ in range(n_inputs)))
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the offset as the dict Spark stores (fixed key order)."""
+        return {"format": FORMAT, "version": VERSION,
+                "inputs": [c.to_json() for c in self.cursors]}
+
+    def text(self) -> str:
+        """Canonical JSON text of the offset."""
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @property
+    def total_seq(self) -> int:
+        """Rows consumed over all inputs (non-decreasing from batch to batch)."""
+        return sum(c.seq for c in self.cursors)
+
+    @property
+    def all_finished(self) -> bool:
+        """True once every input has finished."""
+        return all(c.finished for c in self.cursors)
+
+    def ready_bound(self) -> int | None:
+        """``R = min_j last_ts(j)`` over unfinished inputs; None while one has sent nothing.
+
+        A finished input counts as +infinity; with every input finished this is
+        :data:`~spark_stream_sched.runtime.packets.TS_MAX` (DESIGN.md §2, S-Merge).
+        """
+        bound = TS_MAX
+        for cursor in self.cursors:
+            if cursor.finished:
+                continue
+            if cursor.last_ts is None:
+                return None
+            bound = min(bound, cursor.last_ts)
+        return bound
+
+
+def version_id(offset: Offset) -> str:
+    """Name of the state version reached at ``offset``: ``<total seq>-<digest>``.
+
+    The zero-padded row total makes names sort in batch order; the digest of the canonical JSON
+    tells apart offsets with equal totals (e.g. one that only marks an input finished).
+    """
+    digest = hashlib.sha256(offset.text().encode()).hexdigest()[:16]
+    return f"{offset.total_seq:015d}-{digest}"
+
+
+def _bad(text: Any, what: str) -> StateError:
+    return StateError(f"offset {json.dumps(text)[:300]} is not an ordered-agg offset: {what}; "
+                      f"the checkpoint was written by another source or version — start the "
+                      f"query with a new checkpointLocation and stateLocation")
+
+
+def _cursor(raw: Any, where: Any) -> Cursor:
+    if not isinstance(raw, dict) or set(raw) != set(_CURSOR_KEYS):
+        raise _bad(where, f"a cursor must have the keys {list(_CURSOR_KEYS)}")
+    ok = (
+        (raw["file"] is None or isinstance(raw["file"], str))
+        and isinstance(raw["row"], int) and raw["row"] >= 0
+        and isinstance(raw["seq"], int) and raw["seq"] >= 0
+        and (raw["last_ts"] is None or isinstance(raw["last_ts"], int))
+        and isinstance(raw["finished"], bool)
+    )
+    if not ok:
+        raise _bad(where, f"cursor {raw} has a value of the wrong type")
+    return Cursor(raw["file"], raw["row"], raw["seq"], raw["last_ts"], raw["finished"])
+
+
+def parse_offset(raw: Any, n_inputs: int) -> Offset:
+    """Parse an offset dict (or its JSON text) for a query with ``n_inputs`` inputs.
+
+    Raises
+    ------
+    StateError
+        Wrong format name or version, wrong keys or types, or a cursor count that differs from
+        the number of inputs (the ``inputs`` option changed since the checkpoint was written).
+    """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise _bad(raw, f"invalid JSON ({exc})") from exc
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise _bad(raw, f"'format' is not {FORMAT!r}")
+    if raw.get("version") != VERSION:
+        raise _bad(raw, f"version {raw.get('version')!r} is not supported (expected {VERSION})")
+    inputs = raw.get("inputs")
+    if not isinstance(inputs, list):
+        raise _bad(raw, "'inputs' is not a list")
+    if len(inputs) != n_inputs:
+        raise StateError(f"the checkpoint's offset has {len(inputs)} input cursors but option "
+                         f"inputs names {n_inputs} inputs; the inputs of a query cannot change — "
+                         f"start it with a new checkpointLocation and stateLocation")
+    return Offset(tuple(_cursor(c, raw) for c in inputs))

@@ -1,0 +1,422 @@
+"""The ``ordered-agg`` streaming source: N file streams → S-Merge → ordered window aggregates.
+
+``spark.readStream.format("ordered-agg").option(...).load()`` (options: ``spark/options.py``)
+yields ``window_start, window_end, <key columns>, <aggregate aliases>`` rows, identical on every
+run, for every ``maxRecordsPerTrigger`` and after restarts (DESIGN.md §2). The same registered
+format also writes: ``df.writeStream.format("ordered-agg")`` is the sink of ``spark/sink.py``.
+
+How a micro-batch runs:
+
+* driver, ``latestOffset(start, limit)``: advance each input's cursor by its fair share of the
+  row limit (``io/inputs.py``); the end offset records each input's largest event time, so the
+  ready bound ``R = min_j last_ts(j)`` is a function of the offset alone;
+* driver, ``partitions(start, end)``: one partition per range of partition groups, carrying the
+  two offsets and the files between them;
+* executor, ``read(partition)``: read the rows between the offsets, keep those whose key hashes
+  to one of the partition's groups, and for each group load state version ``start``, release the
+  rows with ``ts < R`` in the total order ``(ts, input, seq)`` into the window operator, write
+  state version ``end`` and yield the closed windows as Arrow record batches;
+* driver, ``commit(end)``: prune state versions older than ``end`` (keeping a few).
+
+Output order: each partition yields its rows ordered by ``(window_end, window_start, keys)``;
+Spark does not order rows across the partitions of one micro-batch, so a consumer that needs
+the whole batch in that order sorts it (or sets ``numPartitions=1``). Windows never straddle
+micro-batches out of order: every window emitted in batch ``b`` ends at or before the ready
+bound of ``b`` and every later one after it, so "batch id, then sorted rows" is the same
+sequence for every ``maxRecordsPerTrigger``.
+
+End of input: with option ``endOfInput`` an input counts as finished once its files are consumed
+(``exhausted``: every file listed so far; ``availableNow``: every file present when a
+``Trigger.AvailableNow`` query started). Once every input has finished, ``R`` is +infinity and
+the last windows are flushed. With the default ``never`` the last windows stay open, waiting for
+more files, as Spark's own watermarked windows do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.io import inputs as io_inputs
+from spark_stream_sched.io.inputs import InputStream
+from spark_stream_sched.runtime.keys import (
+    assign_to_partition_group,
+    group_range_for_task,
+    key_hash,
+)
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX, event_times
+from spark_stream_sched.runtime.window import WINDOW_END, WINDOW_START, WindowAggregator
+from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.spark import state_store
+from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
+from spark_stream_sched.spark.options import SourceConfig, parse_options
+
+log = logging.getLogger(__name__)
+
+#: Arrow record batches yielded by read() hold at most this many rows.
+OUTPUT_BATCH_ROWS = 65_536
+
+
+# -- the query, resolved once on the driver ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Validated options plus the resolved input schema (picklable; shipped to executors)."""
+
+    config: SourceConfig
+    input_schema: pa.Schema
+
+    @property
+    def streams(self) -> list[InputStream]:
+        """The input streams, in input-id order."""
+        return [InputStream(i, p, self.config.format, self.input_schema)
+                for i, p in enumerate(self.config.inputs)]
+
+    @property
+    def ts_is_timestamp(self) -> bool:
+        """Whether the input event time is a timestamp (else int64 milliseconds)."""
+        ts_type = self.input_schema.field(self.config.timestamp_column).type
+        return bool(pa.types.is_timestamp(ts_type))
+
+    def window_operator(self) -> WindowAggregator:
+        """A fresh window operator for one partition group (validates columns and aggregates)."""
+        c = self.config
+        return WindowAggregator(WindowSpec(c.window_ms, c.slide_ms), list(c.key_columns),
+                                list(c.aggregates), c.timestamp_column, self.input_schema)
+
+    def output_arrow_schema(self) -> pa.Schema:
+        """Arrow schema of the result rows before conversion to Spark's types."""
+        schema = self.window_operator().output_schema
+        if self.ts_is_timestamp:
+            ts_type = pa.timestamp("us", tz="UTC")
+            for name in (WINDOW_START, WINDOW_END):
+                schema = schema.set(schema.get_field_index(name), pa.field(name, ts_type))
+        return schema
+
+    def definition(self) -> dict[str, Any]:
+        """What ``stateLocation/_query.json`` records (see ``state_store.FIXED_FIELDS``)."""
+        c = self.config
+        return {"format": "ordered-agg-query", "version": 1,
+                "partition_groups": c.partition_groups, "n_inputs": c.n_inputs,
+                "timestamp_column": c.timestamp_column, "key_columns": list(c.key_columns),
+                "window_ms": c.window_ms, "slide_ms": c.slide_ms,
+                "aggregates": list(c.aggregates), "inputs": list(c.inputs)}
+
+
+def build_plan(options: Any) -> QueryPlan:
+    """Parse options and resolve the input schema (option ``schema`` or the first file).
+
+    Notes
+    -----
+    Called on the driver; raises :class:`~spark_stream_sched.errors.ConfigError` early.
+    """
+    config = parse_options(dict(options))
+    schema = config.schema
+    if schema is None:
+        for path in config.inputs:
+            files = io_inputs.list_files(path)
+            if files:
+                schema = io_inputs.infer_schema(files[0], config.format)
+                break
+        else:
+            raise ConfigError(f"option schema is not set and no input file exists yet under "
+                              f"{list(config.inputs)} to infer it from; set option schema, e.g. "
+                              f"'ts bigint, key string, value double'")
+    plan = QueryPlan(config, schema)
+    plan.window_operator()  # columns, key and aggregate types are checked here, on the driver
+    return plan
+
+
+# -- Spark data source -------------------------------------------------------------------------
+
+
+class OrderedAggDataSource(DataSource):
+    """``format("ordered-agg")``: deterministic merged, windowed aggregates of file streams.
+
+    Notes
+    -----
+    ``schema()`` and ``streamReader()`` are called on the driver; they validate every option so
+    a bad one fails when the query is defined or started.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """Short name used in ``format(...)``."""
+        return "ordered-agg"
+
+    def schema(self) -> StructType:
+        """Result schema: window bounds (type of the input event time), keys, aggregates."""
+        return from_arrow_schema(build_plan(self.options).output_arrow_schema())
+
+    def streamReader(self, schema: StructType) -> OrderedAggStreamReader:
+        """Create the stream reader; records the query under ``stateLocation`` at first start."""
+        plan = build_plan(self.options)
+        check_schema_matches(plan, schema)
+        state_store.record_query(plan.config.state_location, plan.definition())
+        return OrderedAggStreamReader(plan, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """``df.writeStream.format("ordered-agg")``: the sink of ``spark/sink.py``.
+
+        Defined here so that the one auto-registered ``ordered-agg`` format both reads and
+        writes; the sink's options and contract are documented in that module.
+        """
+        from spark_stream_sched.spark.sink import make_stream_writer
+
+        return make_stream_writer(self.options, schema)
+
+
+@dataclass(frozen=True)
+class GroupRangePartition(InputPartition):
+    """One Spark task's work: the partition groups it owns and the batch's offsets.
+
+    Must be picklable: it is the only per-batch channel from the driver to ``read()``.
+    """
+
+    index: int
+    groups: tuple[int, ...]
+    start: dict[str, Any]
+    end: dict[str, Any]
+    files: tuple[tuple[str, ...], ...]
+
+
+class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets, admission control, partitioning and the stateless ``read()``.
+
+    Notes
+    -----
+    ``initialOffset``, ``latestOffset``, ``getDefaultReadLimit``, ``partitions``, ``commit`` and
+    ``prepareForTriggerAvailableNow`` run on the driver in one long-lived process. ``read()``
+    runs on executors on a pickled copy of this object and is stateless: all it needs comes from
+    the partition and the state files.
+    """
+
+    def __init__(self, plan: QueryPlan, schema: StructType) -> None:
+        self._plan = plan
+        self._schema = schema
+        self._frozen_files: list[list[str]] | None = None
+
+    # -- driver --------------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Offset before the first row of every input."""
+        return Offset.initial(self._plan.config.n_inputs).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``ReadMaxRows(maxRecordsPerTrigger)``, or everything when the option is 0."""
+        limit = self._plan.config.max_records_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze each input's file listing: the query stops at the data present now."""
+        self._frozen_files = [io_inputs.list_files(s.path) for s in self._plan.streams]
+        log.info("Trigger.AvailableNow: %s files frozen",
+                 [len(f) for f in self._frozen_files])
+
+    def _files(self, input_id: int) -> list[str]:
+        if self._frozen_files is not None:
+            return self._frozen_files[input_id]
+        return io_inputs.list_files(self._plan.config.inputs[input_id])
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """Advance the cursors by at most the limit's rows: the earliest rows over all inputs.
+
+        See :func:`~spark_stream_sched.io.inputs.time_aligned_shares`; with
+        ``ReadAllAvailable`` (``maxRecordsPerTrigger=0`` or the engine's choice) every listed
+        row is admitted.
+        """
+        c = self._plan.config
+        offset = parse_offset(start, c.n_inputs)
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if not isinstance(limit, ReadMaxRows | ReadAllAvailable):
+            budget = c.max_records_per_trigger
+        streams, cursors = self._plan.streams, offset.cursors
+        files = [self._files(j) for j in range(c.n_inputs)]
+        avail = [0 if cur.finished else io_inputs.available_rows(files[j], cur, c.format, budget)
+                 for j, cur in enumerate(cursors)]
+        shares = avail
+        heads: list[np.ndarray | None] = [None] * c.n_inputs
+        if budget is not None:  # admit the earliest rows; their ts are reused by advance()
+            peeked = [io_inputs.peek_event_times(s, files[j], cursors[j], avail[j],
+                                                 c.timestamp_column)
+                      for j, s in enumerate(streams)]
+            shares = io_inputs.time_aligned_shares(peeked, [cur.last_ts for cur in cursors],
+                                                   budget)
+            heads = [p[:n] for p, n in zip(peeked, shares, strict=True)]
+        finish = c.end_of_input == "exhausted" or (
+            c.end_of_input == "availableNow" and self._frozen_files is not None)
+        cursors = tuple(
+            io_inputs.advance(stream, files[j], cursors[j], shares[j], c.timestamp_column,
+                              c.out_of_order, finish, heads[j])
+            for j, stream in enumerate(streams))
+        for j, stream in enumerate(self._plan.streams):
+            io_inputs.warn_ignored_files(stream, files[j], cursors[j])
+        return Offset(cursors).to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """One partition per range of partition groups; ``[]`` for an empty batch."""
+        c = self._plan.config
+        first, last = parse_offset(start, c.n_inputs), parse_offset(end, c.n_inputs)
+        if first == last:
+            return []
+        files = tuple(_files_between(self._files(j), first.cursors[j].file,
+                                     last.cursors[j].file) for j in range(c.n_inputs))
+        n_tasks = min(c.num_partitions, c.partition_groups)
+        return [GroupRangePartition(i, tuple(group_range_for_task(i, n_tasks, c.partition_groups)),
+                                    start, end, files)
+                for i in range(n_tasks)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Prune state versions older than ``end`` (the last few are kept)."""
+        c = self._plan.config
+        version = version_id(parse_offset(end, c.n_inputs))
+        deleted = state_store.prune(c.state_location, version)
+        log.debug("commit %s: pruned %d old state versions", version, deleted)
+
+    # -- executors -----------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Run the partition's groups from version ``start`` to ``end``; yield closed windows."""
+        assert isinstance(partition, GroupRangePartition)
+        batch = _BatchRun(self._plan, partition)
+        result = batch.run()
+        if result.num_rows:
+            arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
+            yield from _to_spark(result, arrow_schema, self._plan.ts_is_timestamp).to_batches(
+                max_chunksize=OUTPUT_BATCH_ROWS)
+
+
+def _files_between(files: list[str], first: str | None, last: str | None) -> tuple[str, ...]:
+    """Files from ``first`` (or the beginning) through ``last`` (none when ``last`` is None)."""
+    if last is None:
+        return ()
+    lo = 0 if first is None else files.index(first) if first in files else 0
+    return tuple(f for f in files[lo:] if f <= last)
+
+
+def _to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) -> pa.Table:
+    """Cast runtime output to the exact Arrow types Spark expects for the declared schema."""
+    if ts_is_timestamp:
+        for name in (WINDOW_START, WINDOW_END):
+            idx = result.schema.get_field_index(name)
+            micros = pc.multiply(result.column(name), 1000).cast(pa.timestamp("us", tz="UTC"))
+            result = result.set_column(idx, name, micros)
+    return result.cast(arrow_schema)
+
+
+# -- one partition of one micro-batch (executor side) -----------------------------------------
+
+
+class _BatchRun:
+    """Moves the partition's groups from state version ``start`` to ``end``."""
+
+    def __init__(self, plan: QueryPlan, partition: GroupRangePartition) -> None:
+        n = plan.config.n_inputs
+        self.plan = plan
+        self.partition = partition
+        self.start = parse_offset(partition.start, n)
+        self.end = parse_offset(partition.end, n)
+        self.bound = TS_MAX if self.end.all_finished else self.end.ready_bound()
+
+    def new_rows(self) -> pa.Table:
+        """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
+        c = self.plan.config
+        parts = []
+        for j, stream in enumerate(self.plan.streams):
+            rows, _, seq = io_inputs.read_between(
+                stream, list(self.partition.files[j]), self.start.cursors[j],
+                self.end.cursors[j], c.timestamp_column, c.out_of_order)
+            rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
+            parts.append(rows.append_column(SEQ_COL, pa.array(seq)))
+        return pa.concat_tables(parts)
+
+    def group_ids(self, rows: pa.Table) -> np.ndarray:
+        """Partition group of each row (stable hash of the key columns)."""
+        c = self.plan.config
+        if not c.key_columns:
+            return np.zeros(rows.num_rows, np.int32)
+        return np.asarray(assign_to_partition_group(key_hash(rows, list(c.key_columns)),
+                                                    c.partition_groups))
+
+    def run(self) -> pa.Table:
+        """Process every group of the partition; return their closed windows in output order."""
+        rows = self.new_rows()
+        groups = self.group_ids(rows)
+        states, outputs = {}, []
+        for g in self.partition.groups:
+            states[g], out = self.run_group(g, rows.filter(pa.array(groups == g)))
+            outputs.append(out)
+        state_store.save_groups(self.plan.config.state_location, version_id(self.end), states,
+                                {"bound": self.bound})
+        out = pa.concat_tables(outputs)
+        if out.num_rows == 0:
+            return out
+        names = [WINDOW_END, WINDOW_START, *self.plan.config.key_columns]
+        keys = [(name, "ascending", "at_start") for name in names]
+        return out.take(pc.sort_indices(out, sort_keys=keys))
+
+    def run_group(self, group: int, rows: pa.Table) -> tuple[state_store.GroupState, pa.Table]:
+        """Load ``group`` at version ``start`` and release its ready rows.
+
+        Returns the group's new state (for version ``end``) and its closed windows.
+        """
+        loc = self.plan.config.state_location
+        if self.start == Offset.initial(self.plan.config.n_inputs):
+            state = state_store.GroupState()
+        else:
+            state = state_store.load_group(loc, group, version_id(self.start))
+        window = (WindowAggregator.restore(state.window) if state.window is not None
+                  else self.plan.window_operator())
+        buffered = rows if state.pending is None else pa.concat_tables(
+            [state.pending, rows.cast(state.pending.schema)])
+        released, pending = self.split_ready(buffered)
+        out = window.update(released, self.bound)
+        return state_store.GroupState(pending, window.snapshot()), out
+
+    def split_ready(self, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """Rows with ``ts < R`` in the total order ``(ts, input, seq)``, and the rest."""
+        if self.bound is None or rows.num_rows == 0:
+            return rows.slice(0, 0), rows
+        ts = event_times(rows, self.plan.config.timestamp_column, "buffered rows")
+        ready = ts < self.bound if self.bound != TS_MAX else np.ones(len(ts), bool)
+        order = np.lexsort((rows.column(SEQ_COL).to_numpy(), rows.column(INPUT_COL).to_numpy(),
+                            ts))
+        order = order[ready[order]]
+        return rows.take(pa.array(order)), rows.filter(pa.array(~ready))
+
+
+def check_schema_matches(plan: QueryPlan, schema: StructType) -> None:
+    """Refuse a user-given schema (``readStream.schema(...)``) that differs from the result's.
+
+    Raises
+    ------
+    ConfigError
+        Naming both schemas; the result schema is derived from the options.
+    """
+    expected = from_arrow_schema(plan.output_arrow_schema())
+    if expected.simpleString() != schema.simpleString():
+        raise ConfigError(f"the schema given to readStream.schema() {schema.simpleString()} "
+                          f"differs from the result schema of the ordered-agg options "
+                          f"{expected.simpleString()}; omit .schema() or make it match")

@@ -1,0 +1,89 @@
+"""Shared helpers of the source tests: generated inputs, option sets, oracle comparison."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import pyarrow as pa
+
+from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.testing.reference import reference_aggregate
+
+from .datagen import make_stream, write_stream
+
+AGGREGATES = ("count(*) as n, count(value) as nv, avg(value) as mean, min(value) as lo, "
+              "max(value) as hi, first(value) as first_v, last(value) as last_v, "
+              "first_where(value, kind = 'alarm' and value > 5) as first_alarm, "
+              "count_where(kind = 'alarm') as alarms")
+WINDOW, SLIDE = "10 seconds", "5s"
+
+
+def write_inputs(root: str, n_inputs: int = 3, rows: int = 300, seed: int = 1,
+                 files: int = 3, fmt: str = "parquet", ts_type: str = "int64") -> list[pa.Table]:
+    """Write ``n_inputs`` generated streams under ``root/in<j>``; return their tables."""
+    tables = [make_stream(seed, j, rows + 37 * j, ts_type=ts_type) for j in range(n_inputs)]
+    for j, table in enumerate(tables):
+        write_stream(table, os.path.join(root, f"in{j}"), files + j, fmt=fmt)
+    return tables
+
+
+def source_options(root: str, n_inputs: int, state: str, **extra: Any) -> dict[str, str]:
+    """Options of a windowed ``first()``-style query over the inputs of :func:`write_inputs`."""
+    opts = {"inputs": ",".join(os.path.join(root, f"in{j}") for j in range(n_inputs)),
+            "window": WINDOW, "slide": SLIDE, "keyColumns": "meter", "aggregates": AGGREGATES,
+            "stateLocation": state, "endOfInput": "availableNow"}
+    opts.update({k: str(v) for k, v in extra.items()})
+    return opts
+
+
+def expected_rows(tables: list[pa.Table]) -> list[dict[str, Any]]:
+    """The oracle's rows for the query of :func:`source_options`."""
+    return reference_aggregate(tables, WindowSpec.parse(WINDOW, SLIDE), ["meter"], AGGREGATES)
+
+
+def output_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """Documented output order within a micro-batch: (window_end, window_start, key)."""
+    return (row["window_end"], row["window_start"], row["meter"])
+
+
+def assert_matches_oracle(actual: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    """Exact for counts, min/max, first/last; floating sums/averages to 1e-12 relative."""
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected, strict=True):
+        assert got.keys() == want.keys()
+        for name, value in want.items():
+            if name == "mean" and value is not None and got[name] is not None:
+                assert math.isclose(got[name], value, rel_tol=1e-12), (name, got, want)
+            else:
+                assert got[name] == value, (name, got, want)
+
+
+def start_query(spark: Any, opts: dict[str, str], checkpoint: str, sink: list[Any],
+                available_now: bool = True) -> Any:
+    """Start a query whose micro-batches are collected into ``sink`` as (batch id, rows)."""
+    def collect(df: Any, batch_id: int) -> None:
+        rows = [r.asDict() for r in df.collect()]
+        sink.append((batch_id, sorted(rows, key=output_key)))
+
+    reader = spark.readStream.format("ordered-agg")
+    for key, value in opts.items():
+        reader = reader.option(key, value)
+    writer = reader.load().writeStream.foreachBatch(collect).option(
+        "checkpointLocation", checkpoint)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def run_available_now(spark: Any, opts: dict[str, str], checkpoint: str) -> list[Any]:
+    sink: list[Any] = []
+    query = start_query(spark, opts, checkpoint, sink)
+    query.awaitTermination(timeout=300)
+    assert query.exception() is None
+    return sink
+
+
+def flatten(batches: list[Any]) -> list[dict[str, Any]]:
+    return [row for _, rows in sorted(batches, key=lambda b: b[0]) for row in rows]

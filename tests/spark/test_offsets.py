@@ -1,0 +1,57 @@
+"""Offsets: JSON with a fixed key order and a version; clear errors (pure: no JVM)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.io.inputs import Cursor
+from spark_stream_sched.runtime.packets import TS_MAX
+from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
+
+
+def test_round_trip_and_fixed_key_order() -> None:
+    offset = Offset((Cursor("/d/a/p1.parquet", 7, 107, 1_000, False),
+                     Cursor(None, 0, 0, None, True)))
+    text = offset.text()
+    assert text.startswith('{"format":"ordered-agg-offset","version":1,"inputs":[{"file":')
+    assert list(json.loads(text)["inputs"][0]) == ["file", "row", "seq", "last_ts", "finished"]
+    assert parse_offset(text, 2) == offset
+    assert parse_offset(json.loads(text), 2) == offset
+
+
+def test_ready_bound_is_min_of_unfinished_inputs() -> None:
+    a, b = Cursor("f", 1, 1, 500, False), Cursor("g", 1, 1, 300, False)
+    assert Offset((a, b)).ready_bound() == 300
+    assert Offset((a, Cursor(finished=True))).ready_bound() == 500
+    assert Offset((a, Cursor())).ready_bound() is None  # an input that sent nothing blocks
+    assert Offset((Cursor(finished=True),) * 2).ready_bound() == TS_MAX
+
+
+def test_version_ids_sort_in_batch_order() -> None:
+    first = Offset((Cursor("f", 9, 9, 5, False),))
+    later = Offset((Cursor("f", 10, 10, 5, False),))
+    assert version_id(first) < version_id(later)
+    assert version_id(first) == version_id(parse_offset(first.text(), 1))
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("not json", "invalid JSON"),
+    ({"format": "kafka"}, "'format' is not 'ordered-agg-offset'"),
+    ({"format": "ordered-agg-offset", "version": 9, "inputs": []}, "version 9 is not supported"),
+    ({"format": "ordered-agg-offset", "version": 1, "inputs": [{"file": None}]},
+     "a cursor must have the keys"),
+    ({"format": "ordered-agg-offset", "version": 1,
+      "inputs": [{"file": None, "row": -1, "seq": 0, "last_ts": None, "finished": False}]},
+     "wrong type"),
+])
+def test_malformed_offsets_are_state_errors(raw: object, message: str) -> None:
+    with pytest.raises(StateError, match=message):
+        parse_offset(raw, 1)
+
+
+def test_input_count_change_is_refused() -> None:
+    with pytest.raises(StateError, match="has 1 input cursors but option inputs names 2"):
+        parse_offset(Offset.initial(1).text(), 2)

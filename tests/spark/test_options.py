@@ -1,0 +1,75 @@
+"""Option parsing of the ordered-agg source (pure: no JVM)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.spark.options import parse_ddl, parse_options
+
+BASE = {"inputs": "/data/a, /data/b", "window": "30 seconds", "slide": "3s",
+        "aggregates": "count(*) as n, avg(value) as mean, first_where(value, a > 1 and b < 2) as f",
+        "stateLocation": "/tmp/state"}
+
+
+def test_keys_are_case_insensitive_and_values_typed() -> None:
+    opts = {k.lower(): v for k, v in BASE.items()} | {"MAXRECORDSPERTRIGGER": "500",
+                                                       "keycolumns": "meter, site"}
+    config = parse_options(opts)
+    assert config.inputs == ("/data/a", "/data/b")
+    assert (config.window_ms, config.slide_ms) == (30_000, 3_000)
+    assert config.max_records_per_trigger == 500
+    assert config.key_columns == ("meter", "site")
+    assert config.partition_groups == 16
+    assert config.end_of_input == "never"
+
+
+def test_aggregates_split_at_top_level_commas_only() -> None:
+    config = parse_options(BASE)
+    assert config.aggregates == ("count(*) as n", "avg(value) as mean",
+                                 "first_where(value, a > 1 and b < 2) as f")
+
+
+def test_unknown_option_suggests_the_closest_name() -> None:
+    with pytest.raises(ConfigError, match=r"unknown option 'maxrecordspertriger'.*"
+                                          r"did you mean 'maxRecordsPerTrigger'"):
+        parse_options(BASE | {"maxrecordspertriger": "5"})
+
+
+@pytest.mark.parametrize("missing", ["inputs", "window", "aggregates", "stateLocation"])
+def test_required_options(missing: str) -> None:
+    opts = {k: v for k, v in BASE.items() if k != missing}
+    with pytest.raises(ConfigError, match=f"option {missing} is required"):
+        parse_options(opts)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("window", "thirty seconds", r"option window='thirty seconds'"),
+    ("slide", "1 minute", r"option slide='1 minute' is longer than window"),
+    ("format", "avro", r"option format='avro' is not one of parquet, csv, json"),
+    ("outOfOrder", "reorder", r"option outOfOrder='reorder' is not one of fail, drop"),
+    ("partitionGroups", "0", r"option partitionGroups='0' must be at least 1"),
+    ("maxRecordsPerTrigger", "lots", r"option maxRecordsPerTrigger='lots' is not an integer"),
+    ("aggregates", "median(value) as m", r"option aggregates=.*unknown function 'median'"),
+    ("keyColumns", "a, b c", r"option keyColumns='a, b c': 'b c' is not a column name"),
+    ("scheduler", "chain", r"option scheduler='chain' is not one of fifo"),
+    ("endOfInput", "sometimes", r"option endOfInput='sometimes'"),
+])
+def test_bad_values_name_option_and_value(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_options(BASE | {key: value})
+
+
+def test_zero_limit_means_unlimited() -> None:
+    assert parse_options(BASE | {"maxRecordsPerTrigger": "0"}).max_records_per_trigger is None
+
+
+def test_ddl_schema() -> None:
+    schema = parse_ddl("ts bigint, `meter` string, value double not null, at timestamp")
+    assert schema == pa.schema([
+        pa.field("ts", pa.int64()), pa.field("meter", pa.string()),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("at", pa.timestamp("us", tz="UTC"))])
+    with pytest.raises(ConfigError, match="cannot parse 'v decimal'"):
+        parse_ddl("ts bigint, v decimal")

@@ -312,7 +312,7 @@ def _files_between(files: list[str], first: str | None, last: str | None) -> tup
     """Files from ``first`` (or the beginning) through ``last`` (none when ``last`` is None)."""
     if last is None:
         return ()
-    lo = 0 if first is None else files.index(first) if first in files else 0
+    lo = files.index(first) if first in files else 0
     return tuple(f for f in files[lo:] if f <= last)
 
 
@@ -396,7 +396,14 @@ class _BatchRun:
         return state_store.GroupState(pending, window.snapshot()), out
 
     def split_ready(self, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """Rows with ``ts < R`` in the total order ``(ts, input, seq)``, and the rest."""
+        """Rows with ``ts < R`` in the total order ``(ts, input, seq)``, and the rest.
+
+        This is S-Merge's release step with the *global* ready bound taken from the end offset.
+        The runtime's :class:`~spark_stream_sched.runtime.merge.SMerge` derives ``R`` from the
+        rows pushed into it, but a partition only sees the rows of its own groups, whose latest
+        event times lag behind the inputs'; releasing by the offset's ``R`` keeps every group's
+        output independent of the partitioning.
+        """
         if self.bound is None or rows.num_rows == 0:
             return rows.slice(0, 0), rows
         ts = event_times(rows, self.plan.config.timestamp_column, "buffered rows")

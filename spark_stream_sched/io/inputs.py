@@ -34,7 +34,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from spark_stream_sched.errors import InputError, OutOfOrderError
+from spark_stream_sched.errors import InputError
+from spark_stream_sched.runtime.merge import in_order_mask
 from spark_stream_sched.runtime.packets import event_times
 
 log = logging.getLogger(__name__)
@@ -216,25 +217,6 @@ def _walk(files: list[str], cursor: Cursor, fmt: str,
         left -= take
         idx, row = idx + 1, 0
     return ranges
-
-
-def in_order_mask(ts: np.ndarray, last_ts: int | None, policy: str, input_id: int,
-                  seq0: int) -> np.ndarray | None:
-    """Keep-mask for rows whose ts is not below an earlier ts of the input (None: all kept).
-
-    Raises :class:`OutOfOrderError` under policy ``fail`` (DESIGN.md §2).
-    """
-    if len(ts) == 0:
-        return None
-    floor = ts[0] if last_ts is None else np.int64(last_ts)
-    if ts[0] >= floor and bool(np.all(ts[1:] >= ts[:-1])):
-        return None
-    prev_max = np.maximum.accumulate(np.concatenate(([floor], ts[:-1])))
-    keep = ts >= prev_max
-    if policy == "fail":
-        j = int(np.flatnonzero(~keep)[0])
-        raise OutOfOrderError(input_id, seq0 + j, int(ts[j]), int(prev_max[j]))
-    return np.asarray(keep)
 
 
 def read_between(stream: InputStream, files: list[str], start: Cursor, end: Cursor,

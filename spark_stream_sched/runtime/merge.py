@@ -61,13 +61,22 @@ def check_policy(policy: str) -> OutOfOrderPolicy:
     return policy  # type: ignore[return-value]
 
 
-def _keep_in_order(
-    ts: np.ndarray, previous: int | None, policy: OutOfOrderPolicy, input_id: int, seq0: int
-) -> np.ndarray | None:
-    """Return a keep-mask for ``ts`` (None when all rows are in order)."""
+def in_order_mask(ts: np.ndarray, previous: int | None, policy: str, input_id: int,
+                  seq0: int) -> np.ndarray | None:
+    """Keep-mask for tuples whose ts is not below an earlier ts of the same input.
+
+    ``previous`` is the input's latest ts before this packet (None: none yet), ``seq0`` the
+    position of ``ts[0]`` in the input. Returns None when every tuple is in order.
+
+    Raises
+    ------
+    OutOfOrderError
+        Under policy ``fail``, naming input, position and both timestamps (DESIGN.md §2).
+    """
+    if len(ts) == 0:
+        return None
     floor = np.int64(previous) if previous is not None else ts[0]
-    bad_first = ts[0] < floor
-    if not bad_first and (len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1]))):
+    if ts[0] >= floor and (len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1]))):
         return None
     prev_max = np.maximum.accumulate(np.concatenate(([floor], ts[:-1])))
     keep = ts >= prev_max
@@ -149,7 +158,7 @@ class SMerge:
         table = self._conform(table, input_id)
         seq0 = state.next_seq
         seq = np.arange(seq0, seq0 + len(ts), dtype=np.int64)
-        keep = _keep_in_order(ts, state.latest_ts, self.policy, input_id, seq0)
+        keep = in_order_mask(ts, state.latest_ts, self.policy, input_id, seq0)
         state.next_seq += len(ts)
         table = table.append_column(INPUT_COL, pa.array(np.full(len(ts), input_id, np.int32)))
         table = table.append_column(SEQ_COL, pa.array(seq))

@@ -144,7 +144,8 @@ def parse_ddl(text: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _split_names(option: str, text: str) -> tuple[str, ...]:
+def split_names(option: str, text: str) -> tuple[str, ...]:
+    """Split a comma-separated list of column names (ConfigError naming ``option``)."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     for name in names:
         if not _IDENT.match(name):
@@ -152,14 +153,16 @@ def _split_names(option: str, text: str) -> tuple[str, ...]:
     return tuple(_IDENT.match(n).group(1) for n in names)  # type: ignore[union-attr]
 
 
-def _choice(option: str, text: str, choices: tuple[str, ...]) -> str:
+def choice_option(option: str, text: str, choices: tuple[str, ...]) -> str:
+    """Match ``text`` case-insensitively against ``choices`` (ConfigError listing them)."""
     for choice in choices:
         if text.strip().lower() == choice.lower():
             return choice
     raise ConfigError(f"option {option}={text!r} is not one of {', '.join(choices)}")
 
 
-def _int(option: str, text: str, minimum: int) -> int:
+def int_option(option: str, text: str, minimum: int) -> int:
+    """Parse an integer option of at least ``minimum`` (ConfigError naming ``option``)."""
     try:
         value = int(text.strip())
     except ValueError:
@@ -223,29 +226,29 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
     if slide_ms > window_ms:
         raise ConfigError(f"option slide={opts['slide']!r} is longer than window="
                           f"{opts['window']!r}; windows would leave gaps")
-    limit = _int("maxRecordsPerTrigger",
+    limit = int_option("maxRecordsPerTrigger",
                  opts.get("maxRecordsPerTrigger", str(DEFAULT_MAX_RECORDS_PER_TRIGGER)), 0)
-    ts_col = _split_names("timestampColumn", opts.get("timestampColumn", "ts"))
+    ts_col = split_names("timestampColumn", opts.get("timestampColumn", "ts"))
     if len(ts_col) != 1:
         raise ConfigError(f"option timestampColumn={opts.get('timestampColumn')!r} must name "
                           f"exactly one column")
     schema_text = opts.get("schema", "").strip()
     return SourceConfig(
         inputs=inputs,
-        format=_choice("format", opts.get("format", "parquet"), FORMATS),
+        format=choice_option("format", opts.get("format", "parquet"), FORMATS),
         timestamp_column=ts_col[0],
-        key_columns=_split_names("keyColumns", opts.get("keyColumns", "")),
+        key_columns=split_names("keyColumns", opts.get("keyColumns", "")),
         window_ms=window_ms,
         slide_ms=slide_ms,
         aggregates=_check_aggregates(opts["aggregates"]),
         state_location=opts["stateLocation"].strip(),
-        partition_groups=_int("partitionGroups",
+        partition_groups=int_option("partitionGroups",
                               opts.get("partitionGroups", str(DEFAULT_PARTITION_GROUPS)), 1),
-        num_partitions=_int("numPartitions",
+        num_partitions=int_option("numPartitions",
                             opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1),
         max_records_per_trigger=limit or None,
-        out_of_order=_choice("outOfOrder", opts.get("outOfOrder", "fail"), OUT_OF_ORDER),
-        end_of_input=_choice("endOfInput", opts.get("endOfInput", "never"), END_OF_INPUT),
+        out_of_order=choice_option("outOfOrder", opts.get("outOfOrder", "fail"), OUT_OF_ORDER),
+        end_of_input=choice_option("endOfInput", opts.get("endOfInput", "never"), END_OF_INPUT),
         schema=parse_ddl(schema_text) if schema_text else None,
-        scheduler=_choice("scheduler", opts.get("scheduler", "fifo"), SCHEDULERS),
+        scheduler=choice_option("scheduler", opts.get("scheduler", "fifo"), SCHEDULERS),
     )

@@ -87,7 +87,7 @@ from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.aggregates import parse_aggregates, split_top_level
 from spark_stream_sched.runtime.query import OrderedAggregation
 from spark_stream_sched.runtime.windows import WindowSpec
-from spark_stream_sched.spark.options import _choice, _int, _split_names, parse_duration
+from spark_stream_sched.spark.options import choice_option, int_option, parse_duration, split_names
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def _canonical(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _one_name(option: str, text: str) -> str:
-    names = _split_names(option, text)
+    names = split_names(option, text)
     if len(names) != 1:
         raise ConfigError(f"option {option}={text!r} must name exactly one column")
     return names[0]
@@ -192,18 +192,18 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     end = opts.get("endOfInputColumn", "").strip()
     return SinkConfig(
         path=opts["path"].strip(),
-        n_inputs=_int("inputs", opts["inputs"], 1),
+        n_inputs=int_option("inputs", opts["inputs"], 1),
         input_column=_one_name("inputColumn", opts.get("inputColumn", "input")),
         timestamp_column=_one_name("timestampColumn", opts.get("timestampColumn", "ts")),
-        key_columns=_split_names("keyColumns", opts.get("keyColumns", "")),
+        key_columns=split_names("keyColumns", opts.get("keyColumns", "")),
         window_ms=window_ms,
         slide_ms=slide_ms,
         aggregates=aggregates,
-        out_of_order=_choice("outOfOrder", opts.get("outOfOrder", "fail"), ("fail", "drop")),
+        out_of_order=choice_option("outOfOrder", opts.get("outOfOrder", "fail"), ("fail", "drop")),
         state_location=_state_location(opts),
         sequence_column=_one_name("sequenceColumn", seq) if seq else None,
         end_column=_one_name("endOfInputColumn", end) if end else None,
-        keep_versions=_int("keepVersions", opts.get("keepVersions", "10"), 1),
+        keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1),
     )
 
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from spark_stream_sched.bench import spark_native
+from spark_stream_sched.bench import strategies as strategies_bench
 from spark_stream_sched.errors import ConfigError
 
 Results = list[dict[str, Any]]
@@ -125,6 +127,8 @@ BENCHES: dict[str, Bench] = {
     "window": Bench("seed 004 Table 2 queries: runtime vs the MQ baseline",
                     _add_window_args, _run_window, _format_window),
     "all": Bench("merge and window benchmarks", _add_window_args, _run_all, _format_all),
+    "strategies": strategies_bench.register(Bench),
+    "spark": Bench(*spark_native.BENCH),
 }
 
 

@@ -1,0 +1,35 @@
+"""The executor: runs query plans on Arrow packets with worker threads (DESIGN.md §4.1-4.2).
+
+* :mod:`.tasks`     -- immediate/deferred tasks, requests, the Bobox task order (seed 000 §5.1)
+* :mod:`.workers`   -- worker threads, stealing, sleeping without lost wake-ups (seed 000 §5.2)
+* :mod:`.queues`    -- packets, inter-operator queues, reorder buffers (seed 002 §4)
+* :mod:`.operators` -- stateless runtime operators; :mod:`.stateful` -- window and keyed ones
+* :mod:`.runner`    -- one running plan: strategy decisions, serving units, learned statistics
+* :mod:`.sink`      -- ordered output collection
+* :mod:`.engine`    -- :class:`Engine`, the entry point
+"""
+
+from __future__ import annotations
+
+from spark_stream_sched.runtime.executor.engine import Engine, ExecutionResult, make_strategy
+from spark_stream_sched.runtime.executor.operators import RuntimeOperator, build_operator
+from spark_stream_sched.runtime.executor.queues import Packet, PacketQueue
+from spark_stream_sched.runtime.executor.tasks import PickRule, Request, Task, TaskKind, TaskQueues
+from spark_stream_sched.runtime.executor.workers import WorkerContext, WorkerPool
+
+__all__ = [
+    "Engine",
+    "ExecutionResult",
+    "Packet",
+    "PacketQueue",
+    "PickRule",
+    "Request",
+    "RuntimeOperator",
+    "Task",
+    "TaskKind",
+    "TaskQueues",
+    "WorkerContext",
+    "WorkerPool",
+    "build_operator",
+    "make_strategy",
+]

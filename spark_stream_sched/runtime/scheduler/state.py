@@ -18,6 +18,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Protocol
 
 from spark_stream_sched.runtime.plan.operators import QueueId
@@ -107,15 +108,15 @@ class ScheduleUnit:
     input_queues: tuple[QueueId, ...]
     index: int = 0
 
-    @property
+    @cached_property
     def internal_queues(self) -> tuple[QueueId, ...]:
         """Queues between consecutive operators of the unit (partially processed tuples)."""
         ops = self.operators
         return tuple(QueueId(a, b) for a, b in zip(ops, ops[1:], strict=False))
 
-    @property
+    @cached_property
     def queues(self) -> tuple[QueueId, ...]:
-        """Input queues followed by internal queues."""
+        """Input queues followed by internal queues (computed once: units are immutable)."""
         return (*self.input_queues, *self.internal_queues)
 
     @property

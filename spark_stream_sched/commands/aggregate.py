@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from spark_stream_sched.data.files import FORMATS, read_input
 from spark_stream_sched.errors import InputError, OutOfOrderError
 from spark_stream_sched.runtime.aggregates import parse_aggregates
+from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import default_packet_rows, iter_packets, row_bytes
 from spark_stream_sched.runtime.query import OrderedAggregation
 from spark_stream_sched.runtime.windows import WindowSpec
@@ -41,6 +42,14 @@ def register(sub: Any) -> None:
     p.add_argument("--agg", action="append", required=True, metavar="EXPR",
                    help="aggregate, e.g. \"count(*) as n\"; repeat for several")
     p.add_argument("--out-of-order", choices=["fail", "drop"], default="fail")
+    p.add_argument("--where", metavar="PRED",
+                   help="keep only tuples matching this predicate before the windows, e.g. "
+                        "\"kind = 'reading'\"; runs the plan on the threaded executor")
+    p.add_argument("--scheduler", metavar="NAME",
+                   help="run the plan (S-Merge -> [where] -> windows) on the threaded executor "
+                        "under this scheduling strategy, e.g. fifo, chain, path_capacity; "
+                        "the result is the same for every strategy")
+    p.add_argument("--workers", type=int, default=1, help="executor worker threads (default 1)")
     p.add_argument("--out", required=True, metavar="FILE.parquet")
     p.set_defaults(func=run)
 
@@ -54,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
     schema = _common_schema(inputs, args.input)
     query = OrderedAggregation(len(inputs), spec, args.key, aggregates, args.timestamp,
                                args.out_of_order, schema)
+    if args.where or args.scheduler or args.workers != 1:
+        out, dropped = _run_on_executor(args, inputs, schema, spec)
+        _write(out, args.out)
+        _summary(inputs, out, args.out, started, dropped)
+        return 0
     rows = default_packet_rows(row_bytes(schema))
     streams = [iter(iter_packets(t.cast(schema), rows)) for t in inputs]
     results: list[pa.Table] = []
@@ -71,15 +85,53 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.input[i]}: {exc}") from exc
         results.append(query.poll())
     out = pa.concat_tables([query.output_schema.empty_table(), *results])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(out, args.out)
+    _write(out, args.out)
+    _summary(inputs, out, args.out, started, sum(query.merge.dropped))
+    return 0
+
+
+def _write(out: pa.Table, path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(out, path)
+
+
+def _summary(inputs: list[pa.Table], out: pa.Table, path: str, started: float,
+             dropped: int) -> None:
     seconds = time.perf_counter() - started
     n_in = sum(t.num_rows for t in inputs)
-    dropped = sum(query.merge.dropped)
     note = f", {dropped} out-of-order rows dropped" if dropped else ""
     print(f"{n_in} input rows from {len(inputs)} inputs -> {out.num_rows} window rows in "
-          f"{args.out} ({seconds:.2f} s{note})")
-    return 0
+          f"{path} ({seconds:.2f} s{note})")
+
+
+def _run_on_executor(args: argparse.Namespace, inputs: list[pa.Table], schema: pa.Schema,
+                     spec: WindowSpec) -> tuple[pa.Table, int]:
+    """S-Merge the inputs, then run ``[where ->] windows`` on the executor under a strategy."""
+    from spark_stream_sched.runtime.executor.engine import Engine
+    from spark_stream_sched.runtime.plan import OperatorDef, OperatorKind, QueryPlan
+    from spark_stream_sched.runtime.predicate import Predicate
+
+    merge = SMerge(len(inputs), args.timestamp, args.out_of_order)
+    for i, table in enumerate(inputs):
+        try:
+            merge.push(i, table.cast(schema))
+        except OutOfOrderError as exc:
+            raise InputError(f"{args.input[i]}: {exc}") from exc
+        merge.finish(i)
+    merged = merge.pop_ready()
+    ops, source = [], "merged"
+    if args.where:
+        Predicate.compile(args.where, merged.schema)  # a bad predicate fails before any work
+        ops.append(OperatorDef("where", OperatorKind.FILTER, (source,),
+                               params={"predicate": args.where}))
+        source = "where"
+    ops.append(OperatorDef("windows", OperatorKind.WINDOW_AGGREGATE, (source,), params={
+        "size": spec.size_ms, "slide": spec.slide_ms, "keys": list(args.key),
+        "aggregates": list(args.agg), "ts": args.timestamp}))
+    engine = Engine(QueryPlan(ops), args.scheduler or "fifo", workers=args.workers,
+                    ts_column=args.timestamp)
+    result = engine.run({"merged": merged})
+    return result.outputs["windows"], sum(merge.dropped)
 
 
 def _common_schema(inputs: list[pa.Table], paths: list[str]) -> pa.Schema:

@@ -14,6 +14,7 @@ mean latency, and the units that ran. ``--json`` prints one JSON object per line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from typing import Any
 
@@ -71,10 +72,8 @@ def _value(text: str) -> Any:
     if lowered in ("none", "null"):
         return None
     for cast in (int, float):
-        try:
+        with contextlib.suppress(ValueError):  # not a number of this kind: try the next
             return cast(text)
-        except ValueError:
-            pass
     return text
 
 

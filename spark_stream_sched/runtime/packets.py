@@ -12,6 +12,7 @@ cache, so that the operator that produces it and the one that consumes it find i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Iterator
@@ -52,18 +53,14 @@ def l2_cache_bytes() -> int:
     ``os.sysconf("SC_LEVEL2_CACHE_SIZE")`` and then :data:`DEFAULT_L2_BYTES`.
     """
     base = Path("/sys/devices/system/cpu/cpu0/cache")
-    try:
+    with contextlib.suppress(OSError, ValueError):  # no sysfs: try sysconf
         for index in sorted(base.glob("index*")):
             if (index / "level").read_text().strip() == "2":
                 return _parse_cache_size((index / "size").read_text())
-    except (OSError, ValueError):
-        pass
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):  # unknown name: default
         size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
         if size > 0:
             return int(size)
-    except (ValueError, OSError, AttributeError):
-        pass
     return DEFAULT_L2_BYTES
 
 

@@ -172,21 +172,26 @@ def int_option(option: str, text: str, minimum: int) -> int:
     return value
 
 
-def _normalise_keys(options: Mapping[str, str]) -> dict[str, str]:
-    """Map case-insensitive keys to canonical names; refuse unknown keys with a suggestion."""
-    by_lower = {name.lower(): name for name in OPTION_NAMES}
+def canonical_options(options: Mapping[str, str], names: tuple[str, ...],
+                      required: tuple[str, ...], what: str) -> dict[str, str]:
+    """Map case-insensitive keys to the canonical ``names``; check the ``required`` ones.
+
+    ``what`` names the component in messages (``"source"``, ``"sink"``). Unknown keys are refused
+    with a did-you-mean suggestion (Spark lower-cases option keys).
+    """
+    by_lower = {name.lower(): name for name in names}
     out: dict[str, str] = {}
     for key, value in options.items():
         name = by_lower.get(key.lower())
         if name is None:
             guess = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
             hint = f"; did you mean {by_lower[guess[0]]!r}?" if guess else ""
-            raise ConfigError(f"unknown option {key!r} for the ordered-agg source{hint} "
-                              f"Known options: {', '.join(OPTION_NAMES)}")
+            raise ConfigError(f"unknown option {key!r} for the ordered-agg {what}{hint} "
+                              f"Known options: {', '.join(names)}")
         out[name] = str(value)
-    for name in REQUIRED:
+    for name in required:
         if not out.get(name, "").strip():
-            raise ConfigError(f"option {name} is required by the ordered-agg source; "
+            raise ConfigError(f"option {name} is required by the ordered-agg {what}; "
                               f"e.g. .option({name!r}, ...)")
     return out
 
@@ -217,7 +222,7 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
     Called on the driver. Checks that need the input schema (columns of the aggregates, key and
     timestamp columns) happen when the reader builds the window operator.
     """
-    opts = _normalise_keys(options)
+    opts = canonical_options(options, OPTION_NAMES, REQUIRED, "source")
     inputs = tuple(p.strip() for p in opts["inputs"].split(",") if p.strip())
     if not inputs:
         raise ConfigError(f"option inputs={opts['inputs']!r} names no input path")

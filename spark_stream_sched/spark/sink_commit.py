@@ -7,7 +7,6 @@ for the whole protocol). Nothing here imports pyspark, so it is tested without a
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import logging
@@ -28,7 +27,13 @@ from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.aggregates import parse_aggregates, split_top_level
 from spark_stream_sched.runtime.query import OrderedAggregation
 from spark_stream_sched.runtime.windows import WindowSpec
-from spark_stream_sched.spark.options import choice_option, int_option, parse_duration, split_names
+from spark_stream_sched.spark.options import (
+    canonical_options,
+    choice_option,
+    int_option,
+    parse_duration,
+    split_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,24 +76,6 @@ class SinkConfig:
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _canonical(options: Mapping[str, str]) -> dict[str, str]:
-    by_lower = {name.lower(): name for name in SINK_OPTION_NAMES}
-    out: dict[str, str] = {}
-    for key, value in options.items():
-        name = by_lower.get(key.lower())
-        if name is None:
-            guess = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
-            hint = f"; did you mean {by_lower[guess[0]]!r}?" if guess else ""
-            raise ConfigError(f"unknown option {key!r} for the ordered-agg sink{hint} "
-                              f"Known options: {', '.join(SINK_OPTION_NAMES)}")
-        out[name] = str(value)
-    for name in SINK_REQUIRED:
-        if not out.get(name, "").strip():
-            raise ConfigError(f"option {name} is required by the ordered-agg sink; "
-                              f"e.g. .option({name!r}, ...)")
-    return out
-
-
 def _one_name(option: str, text: str) -> str:
     names = split_names(option, text)
     if len(names) != 1:
@@ -118,7 +105,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     Called on the driver. Column checks against the stream's schema happen in
     :func:`make_stream_writer`.
     """
-    opts = _canonical(options)
+    opts = canonical_options(options, SINK_OPTION_NAMES, SINK_REQUIRED, "sink")
     window_ms = parse_duration("window", opts["window"])
     slide_ms = parse_duration("slide", opts.get("slide", opts["window"]))
     if slide_ms > window_ms:

@@ -52,11 +52,12 @@ class Cursor:
     seq: int = 0
     last_ts: int | None = None
     finished: bool = False
+    idle: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Return the cursor as a dict with the fixed key order."""
         return {"file": self.file, "row": self.row, "seq": self.seq, "last_ts": self.last_ts,
-                "finished": self.finished}
+                "finished": self.finished, "idle": self.idle}
 
 
 

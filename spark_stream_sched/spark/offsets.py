@@ -5,14 +5,16 @@ in the checkpoint's offset log)::
 
     {"format": "ordered-agg-offset", "version": 1,
      "inputs": [{"file": "/data/in0/part-0003.parquet", "row": 1200, "seq": 51200,
-                 "last_ts": 1700000012000, "finished": false}, ...]}
+                 "last_ts": 1700000012000, "finished": false, "idle": false}, ...]}
 
 Per input: ``file`` is the file the cursor is in (``null`` before the first file), ``row`` the
 number of rows of that file already consumed (``row`` may equal the file's row count: the next
 row is then the first row of the next file in name order), ``seq`` the rows consumed from the
 input so far (= the ``seq`` of the next row), ``last_ts`` the largest event time consumed so far
 (``null`` before any row; the ready bound ``R`` is computed from it), ``finished`` whether the
-input has ended (see option ``endOfInput``; once true it stays true).
+input has ended (see option ``endOfInput``; once true it stays true), ``idle`` whether the
+driver found the input idle for longer than option ``idleTimeout`` when it planned the batch
+(recorded here so that replays reproduce the same ready bound).
 
 The batch's state version is derived from the offset (:func:`version_id`), so a replayed batch
 (same start and end offsets) reloads exactly the state it started from.
@@ -30,8 +32,8 @@ from spark_stream_sched.io.inputs import Cursor
 from spark_stream_sched.runtime.packets import TS_MAX
 
 FORMAT = "ordered-agg-offset"
-VERSION = 1
-_CURSOR_KEYS = ("file", "row", "seq", "last_ts", "finished")
+VERSION = 2
+_CURSOR_KEYS = ("file", "row", "seq", "last_ts", "finished", "idle")
 
 
 @dataclass(frozen=True)
@@ -68,16 +70,19 @@ class Offset:
         """``R = min_j last_ts(j)`` over unfinished inputs; None while one has sent nothing.
 
         A finished input counts as +infinity; with every input finished this is
-        :data:`~spark_stream_sched.runtime.packets.TS_MAX` (DESIGN.md §2, S-Merge).
+        :data:`~spark_stream_sched.runtime.packets.TS_MAX` (DESIGN.md §2, S-Merge). Inputs
+        marked idle (option ``idleTimeout``) do not hold the bound back (one that has sent
+        nothing does not block); when every unfinished input is idle, ``R`` is the largest of
+        their latest ts (never below the bound of the active inputs before, so R only grows).
         """
-        bound = TS_MAX
-        for cursor in self.cursors:
-            if cursor.finished:
-                continue
-            if cursor.last_ts is None:
-                return None
-            bound = min(bound, cursor.last_ts)
-        return bound
+        live = [c for c in self.cursors if not c.finished]
+        if not live:
+            return TS_MAX
+        active = [c.last_ts for c in live if not c.idle]
+        if active:
+            return None if None in active else min(ts for ts in active if ts is not None)
+        seen = [c.last_ts for c in live if c.last_ts is not None]
+        return max(seen) if seen else None
 
 
 def version_id(offset: Offset) -> str:
@@ -108,7 +113,10 @@ def _cursor(raw: Any, where: Any) -> Cursor:
     )
     if not ok:
         raise _bad(where, f"cursor {raw} has a value of the wrong type")
-    return Cursor(raw["file"], raw["row"], raw["seq"], raw["last_ts"], raw["finished"])
+    if not isinstance(raw["idle"], bool):
+        raise _bad(where, f"cursor {raw} has a value of the wrong type")
+    return Cursor(raw["file"], raw["row"], raw["seq"], raw["last_ts"], raw["finished"],
+                  raw["idle"])
 
 
 def parse_offset(raw: Any, n_inputs: int) -> Offset:

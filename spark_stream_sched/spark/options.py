@@ -40,10 +40,17 @@ endOfInput             never     when an input counts as finished, so that the l
 schema                 inferred  DDL of the input rows, e.g. ``ts bigint, meter string, v double``;
                                  inferred from the first file of the first input when omitted
 scheduler              fifo      scheduling strategy of the runtime (only ``fifo`` for now)
+idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that has had no new
+                                 row for this long (wall clock, measured on the driver) is marked
+                                 *idle* in the batch's end offset and stops holding back the
+                                 ready bound; its next row makes it active again. Rows it then
+                                 sends below the bound already released are *late*: an error, or
+                                 dropped with ``outOfOrder=drop``
 =====================  ========  =================================================================
 
-There is no ``idleTimeout``: a wall-clock idle timeout would make the ready bound depend on
-arrival timing, which DESIGN.md §2 forbids unless it is recorded; see ``endOfInput`` instead.
+``idleTimeout`` keeps determinism (DESIGN.md §2) because the decision is *recorded*: it is part
+of the offset that Spark writes to its offset log before the batch runs, so a replay or a
+restart reproduces exactly the same ready bounds and results.
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ from spark_stream_sched.errors import ConfigError
 OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
-    "endOfInput", "schema", "scheduler",
+    "endOfInput", "schema", "scheduler", "idleTimeout",
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 FORMATS = ("parquet", "csv", "json")
@@ -102,6 +109,7 @@ class SourceConfig:
     end_of_input: str
     schema: pa.Schema | None
     scheduler: str
+    idle_timeout_ms: int | None = None
 
     @property
     def n_inputs(self) -> int:
@@ -256,4 +264,6 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
         end_of_input=choice_option("endOfInput", opts.get("endOfInput", "never"), END_OF_INPUT),
         schema=parse_ddl(schema_text) if schema_text else None,
         scheduler=choice_option("scheduler", opts.get("scheduler", "fifo"), SCHEDULERS),
+        idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
+                         if opts.get("idleTimeout", "").strip() else None),
     )

@@ -35,8 +35,9 @@ more files, as Spark's own watermarked windows do.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -57,9 +58,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, InputError
 from spark_stream_sched.io import inputs as io_inputs
-from spark_stream_sched.io.inputs import InputStream
+from spark_stream_sched.io.inputs import Cursor, InputStream
 from spark_stream_sched.runtime.keys import (
     assign_to_partition_group,
     group_range_for_task,
@@ -217,6 +218,10 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._plan = plan
         self._schema = schema
         self._frozen_files: list[list[str]] | None = None
+        #: input id -> clock reading when the driver last saw new rows of the input (or, after
+        #: a restart, first saw none)
+        self._quiet_since: dict[int, float] = {}
+        self._clock = time.monotonic  # replaced by tests
 
     # -- driver --------------------------------------------------------------------------------
 
@@ -271,9 +276,36 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             io_inputs.advance(stream, files[j], cursors[j], shares[j], c.timestamp_column,
                               c.out_of_order, finish, heads[j])
             for j, stream in enumerate(streams))
+        cursors = self._mark_idle(offset.cursors, cursors)
         for j, stream in enumerate(self._plan.streams):
             io_inputs.warn_ignored_files(stream, files[j], cursors[j])
         return Offset(cursors).to_json()
+
+    def _mark_idle(self, before: tuple[Cursor, ...],
+                   after: tuple[Cursor, ...]) -> tuple[Cursor, ...]:
+        """Record in the end offset which inputs are idle (option ``idleTimeout``).
+
+        An input is idle once it has had no new row for ``idleTimeout`` of wall-clock time on
+        the driver; it stays idle (also across restarts, since the flag is in the offset) until
+        its next row. The decision is part of the offset Spark logs before running the batch,
+        so replays see the same ready bound.
+        """
+        timeout = self._plan.config.idle_timeout_ms
+        if timeout is None:
+            return after
+        now = self._clock()
+        marked = []
+        for j, (old, new) in enumerate(zip(before, after, strict=True)):
+            if new.finished or new.seq > old.seq:
+                self._quiet_since[j] = now  # its latest row was seen now
+                marked.append(replace(new, idle=False))
+                continue
+            since = self._quiet_since.setdefault(j, now)
+            idle = old.idle or (now - since) * 1000 >= timeout
+            if idle and not old.idle:
+                log.info("input %d had no new row for %.1f s: idle (idleTimeout)", j, now - since)
+            marked.append(replace(new, idle=idle))
+        return tuple(marked)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per range of partition groups; ``[]`` for an empty batch."""
@@ -338,7 +370,11 @@ class _BatchRun:
         self.partition = partition
         self.start = parse_offset(partition.start, n)
         self.end = parse_offset(partition.end, n)
-        self.bound = TS_MAX if self.end.all_finished else self.end.ready_bound()
+        self.start_bound = TS_MAX if self.start.all_finished else self.start.ready_bound()
+        end_bound = TS_MAX if self.end.all_finished else self.end.ready_bound()
+        # An idle input that becomes active again cannot move R back (rows below it are late).
+        self.bound = end_bound if self.start_bound is None or end_bound is None else max(
+            end_bound, self.start_bound)
 
     def new_rows(self) -> pa.Table:
         """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
@@ -360,9 +396,32 @@ class _BatchRun:
         return np.asarray(assign_to_partition_group(key_hash(rows, list(c.key_columns)),
                                                     c.partition_groups))
 
+    def drop_late(self, rows: pa.Table) -> pa.Table:
+        """Refuse (or, with ``outOfOrder=drop``, drop) rows below the bound already released.
+
+        Only an input that was idle (option ``idleTimeout``) can send such rows: every other
+        input's rows are at or above its own last ts, hence at or above the previous bound.
+        """
+        if self.start_bound is None or rows.num_rows == 0:
+            return rows
+        ts = event_times(rows, self.plan.config.timestamp_column, "batch rows")
+        late = ts < self.start_bound
+        if not late.any():
+            return rows
+        first = int(np.flatnonzero(late)[0])
+        row = rows.slice(first, 1).to_pylist()[0]
+        if self.plan.config.out_of_order == "fail":
+            raise InputError(
+                f"input {row[INPUT_COL]} sent a late row at position {row[SEQ_COL]}: ts "
+                f"{int(ts[first])} is below the ready bound {self.start_bound} already released "
+                f"while the input was idle (idleTimeout); raise idleTimeout or set "
+                f"outOfOrder=drop to drop late rows")
+        log.warning("dropped %d late rows of idle inputs (outOfOrder=drop)", int(late.sum()))
+        return rows.filter(pa.array(~late))
+
     def run(self) -> pa.Table:
         """Process every group of the partition; return their closed windows in output order."""
-        rows = self.new_rows()
+        rows = self.drop_late(self.new_rows())
         groups = self.group_ids(rows)
         states, outputs = {}, []
         for g in self.partition.groups:

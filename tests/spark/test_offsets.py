@@ -16,8 +16,9 @@ def test_round_trip_and_fixed_key_order() -> None:
     offset = Offset((Cursor("/d/a/p1.parquet", 7, 107, 1_000, False),
                      Cursor(None, 0, 0, None, True)))
     text = offset.text()
-    assert text.startswith('{"format":"ordered-agg-offset","version":1,"inputs":[{"file":')
-    assert list(json.loads(text)["inputs"][0]) == ["file", "row", "seq", "last_ts", "finished"]
+    assert text.startswith('{"format":"ordered-agg-offset","version":2,"inputs":[{"file":')
+    assert list(json.loads(text)["inputs"][0]) == ["file", "row", "seq", "last_ts", "finished",
+                                                   "idle"]
     assert parse_offset(text, 2) == offset
     assert parse_offset(json.loads(text), 2) == offset
 
@@ -28,6 +29,14 @@ def test_ready_bound_is_min_of_unfinished_inputs() -> None:
     assert Offset((a, Cursor(finished=True))).ready_bound() == 500
     assert Offset((a, Cursor())).ready_bound() is None  # an input that sent nothing blocks
     assert Offset((Cursor(finished=True),) * 2).ready_bound() == TS_MAX
+
+
+def test_idle_inputs_do_not_hold_back_the_ready_bound() -> None:
+    active, idle = Cursor("f", 1, 1, 500, False), Cursor("g", 1, 1, 300, False, idle=True)
+    assert Offset((active, idle)).ready_bound() == 500
+    assert Offset((active, Cursor(idle=True))).ready_bound() == 500  # idle and never sent
+    assert Offset((idle, Cursor("h", 1, 1, 400, False, idle=True))).ready_bound() == 400
+    assert Offset((Cursor(idle=True), Cursor(finished=True))).ready_bound() is None
 
 
 def test_version_ids_sort_in_batch_order() -> None:
@@ -41,10 +50,15 @@ def test_version_ids_sort_in_batch_order() -> None:
     ("not json", "invalid JSON"),
     ({"format": "kafka"}, "'format' is not 'ordered-agg-offset'"),
     ({"format": "ordered-agg-offset", "version": 9, "inputs": []}, "version 9 is not supported"),
-    ({"format": "ordered-agg-offset", "version": 1, "inputs": [{"file": None}]},
+    ({"format": "ordered-agg-offset", "version": 2, "inputs": [{"file": None}]},
      "a cursor must have the keys"),
-    ({"format": "ordered-agg-offset", "version": 1,
-      "inputs": [{"file": None, "row": -1, "seq": 0, "last_ts": None, "finished": False}]},
+    ({"format": "ordered-agg-offset", "version": 2,
+      "inputs": [{"file": None, "row": -1, "seq": 0, "last_ts": None, "finished": False,
+                  "idle": False}]},
+     "wrong type"),
+    ({"format": "ordered-agg-offset", "version": 2,
+      "inputs": [{"file": None, "row": 0, "seq": 0, "last_ts": None, "finished": False,
+                  "idle": "no"}]},
      "wrong type"),
 ])
 def test_malformed_offsets_are_state_errors(raw: object, message: str) -> None:

@@ -34,6 +34,7 @@ more files, as Spark's own watermarked windows do.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -333,7 +334,11 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Run the partition's groups from version ``start`` to ``end``; yield closed windows."""
         assert isinstance(partition, GroupRangePartition)
         batch = _BatchRun(self._plan, partition)
+        started = time.perf_counter()
         result = batch.run()
+        batch.metrics["seconds"] = round(time.perf_counter() - started, 4)
+        log.info("ordered-agg partition %d of batch %s: %s", partition.index,
+                 version_id(batch.end), json.dumps(batch.metrics, sort_keys=True))
         if result.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
             yield from _to_spark(result, arrow_schema, self._plan.ts_is_timestamp).to_batches(
@@ -370,6 +375,7 @@ class _BatchRun:
         self.partition = partition
         self.start = parse_offset(partition.start, n)
         self.end = parse_offset(partition.end, n)
+        self.metrics: dict[str, Any] = {}
         self.start_bound = TS_MAX if self.start.all_finished else self.start.ready_bound()
         end_bound = TS_MAX if self.end.all_finished else self.end.ready_bound()
         # An idle input that becomes active again cannot move R back (rows below it are late).
@@ -421,8 +427,10 @@ class _BatchRun:
 
     def run(self) -> pa.Table:
         """Process every group of the partition; return their closed windows in output order."""
-        rows = self.drop_late(self.new_rows())
+        new_rows = self.new_rows()
+        rows = self.drop_late(new_rows)
         groups = self.group_ids(rows)
+        mine = np.isin(groups, self.partition.groups)
         states, outputs = {}, []
         for g in self.partition.groups:
             states[g], out = self.run_group(g, rows.filter(pa.array(groups == g)))
@@ -430,6 +438,13 @@ class _BatchRun:
         state_store.save_groups(self.plan.config.state_location, version_id(self.end), states,
                                 {"bound": self.bound})
         out = pa.concat_tables(outputs)
+        self.metrics = {
+            "rows_read": new_rows.num_rows, "late_dropped": new_rows.num_rows - rows.num_rows,
+            "rows_of_partition": int(mine.sum()), "windows_out": out.num_rows,
+            "groups": len(self.partition.groups), "ready_bound": self.bound,
+            "state_bytes": sum(len(s.window or b"") + (s.pending.nbytes if s.pending is not None
+                                                        else 0) for s in states.values()),
+        }
         if out.num_rows == 0:
             return out
         names = [WINDOW_END, WINDOW_START, *self.plan.config.key_columns]

@@ -39,7 +39,13 @@ endOfInput             never     when an input counts as finished, so that the l
                                  a warning.
 schema                 inferred  DDL of the input rows, e.g. ``ts bigint, meter string, v double``;
                                  inferred from the first file of the first input when omitted
-scheduler              fifo      scheduling strategy of the runtime (only ``fifo`` for now)
+scheduler              (direct)  run each batch's partition groups as a plan of window operators
+                                 (one path per group) on the threaded executor under this
+                                 scheduling strategy: ``fifo``, ``round_robin``, ``chain``,
+                                 ``path_capacity``, ``segment``, ``simplified_segment``,
+                                 ``threshold``, ``qst``, ``lp``, ``et``, ``ct``; results are
+                                 identical for every strategy. Unset: groups run one after another
+workers                1         executor worker threads per Spark task (with ``scheduler``)
 idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that has had no new
                                  row for this long (wall clock, measured on the driver) is marked
                                  *idle* in the batch's end offset and stops holding back the
@@ -68,13 +74,12 @@ from spark_stream_sched.errors import ConfigError
 OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
-    "endOfInput", "schema", "scheduler", "idleTimeout",
+    "endOfInput", "schema", "scheduler", "workers", "idleTimeout",
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 FORMATS = ("parquet", "csv", "json")
 OUT_OF_ORDER = ("fail", "drop")
 END_OF_INPUT = ("never", "availableNow", "exhausted")
-SCHEDULERS = ("fifo",)
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 500_000
 DEFAULT_PARTITION_GROUPS = 16
 DEFAULT_NUM_PARTITIONS = 2
@@ -108,8 +113,9 @@ class SourceConfig:
     out_of_order: str
     end_of_input: str
     schema: pa.Schema | None
-    scheduler: str
+    scheduler: str | None
     idle_timeout_ms: int | None = None
+    workers: int = 1
 
     @property
     def n_inputs(self) -> int:
@@ -204,6 +210,21 @@ def canonical_options(options: Mapping[str, str], names: tuple[str, ...],
     return out
 
 
+def _strategy(text: str) -> str | None:
+    """Validate option ``scheduler`` against the strategy registry (None when unset)."""
+    name = text.strip().lower()
+    if not name:
+        return None
+    from spark_stream_sched.runtime.scheduler.strategies import strategy_names
+
+    if name not in strategy_names():
+        guess = difflib.get_close_matches(name, list(strategy_names()), n=1)
+        hint = f"; did you mean {guess[0]!r}?" if guess else ""
+        raise ConfigError(f"option scheduler={text!r} is not a scheduling strategy{hint} "
+                          f"Known: {', '.join(strategy_names())}")
+    return name
+
+
 def _check_aggregates(text: str) -> tuple[str, ...]:
     # Imported lazily: the runtime parser is the one source of truth for aggregate syntax.
     from spark_stream_sched.runtime.aggregates import parse_aggregates, split_top_level
@@ -263,7 +284,8 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
         out_of_order=choice_option("outOfOrder", opts.get("outOfOrder", "fail"), OUT_OF_ORDER),
         end_of_input=choice_option("endOfInput", opts.get("endOfInput", "never"), END_OF_INPUT),
         schema=parse_ddl(schema_text) if schema_text else None,
-        scheduler=choice_option("scheduler", opts.get("scheduler", "fifo"), SCHEDULERS),
+        scheduler=_strategy(opts.get("scheduler", "")),
+        workers=int_option("workers", opts.get("workers", "1"), 1),
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),
     )

@@ -53,7 +53,9 @@ def test_required_options(missing: str) -> None:
     ("maxRecordsPerTrigger", "lots", r"option maxRecordsPerTrigger='lots' is not an integer"),
     ("aggregates", "median(value) as m", r"option aggregates=.*unknown function 'median'"),
     ("keyColumns", "a, b c", r"option keyColumns='a, b c': 'b c' is not a column name"),
-    ("scheduler", "chain", r"option scheduler='chain' is not one of fifo"),
+    ("scheduler", "chian", r"option scheduler='chian' is not a scheduling strategy; did you "
+                           r"mean 'chain'\?"),
+    ("workers", "0", r"option workers='0' must be at least 1"),
     ("endOfInput", "sometimes", r"option endOfInput='sometimes'"),
 ])
 def test_bad_values_name_option_and_value(key: str, value: str, message: str) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -59,12 +59,15 @@ class ExecutionResult:
         Statistics learned in the run (cost per tuple in seconds, selectivity, bytes/tuple).
     picks
         How often each rule of the Bobox task order (seed 000 §5.1) found a task.
+    operators
+        Operator id -> the runtime operator after the run (e.g. to snapshot a window's state).
     """
 
     outputs: dict[str, pa.Table]
     metrics: PlanMetrics
     stats: StatsTable
     picks: Counter[PickRule]
+    operators: dict[str, RuntimeOperator] = field(default_factory=dict)
 
 
 def make_strategy(name: str | Strategy, params: Mapping[str, Any] | None = None) -> Strategy:
@@ -186,7 +189,7 @@ class Engine:
             raise run.error
         publish(measured, stats, {})
         return ExecutionResult(run.sink.tables(), metrics, measured,
-                               Counter(pool.picks) - picks_before)
+                               Counter(pool.picks) - picks_before, dict(operators))
 
     def _input_packets(self, inputs: Inputs) -> dict[str, list[pa.Table]]:
         missing = [s for s in self.plan.streams if s not in inputs]

@@ -25,6 +25,13 @@ class WindowOperator(RuntimeOperator):
 
     The packet watermark is the ready bound ``R``: windows with ``window_end <= R`` are emitted
     as soon as the packet that raised ``R`` is processed (DESIGN.md §2, seed 004 W-Hive).
+
+    Two optional parameters let a caller run one step of a longer stream (the Spark source runs
+    each micro-batch this way): ``state``, snapshot bytes of a
+    :class:`~spark_stream_sched.runtime.window.WindowAggregator` to continue from, and
+    ``bound``, a ready bound fixed by the caller (``None``: not known yet) that replaces the
+    packet watermarks; with ``bound`` given, the end of the run emits only the windows that
+    bound closes instead of flushing every open window.
     """
 
     ordered = True
@@ -35,15 +42,21 @@ class WindowOperator(RuntimeOperator):
         keys = [str(k) for k in self.params.get("keys", [])]
         aggregates = self.param("aggregates")
         ts = str(self.params.get("ts", ts_column))
-        self.aggregator = WindowAggregator(spec, keys, aggregates, ts, input_schema)
+        state = self.params.get("state")
+        self.aggregator = (WindowAggregator.restore(state) if state is not None else
+                           WindowAggregator(spec, keys, aggregates, ts, input_schema))
+        self.fixed_bound = "bound" in self.params
+        self.bound: int | None = self.params.get("bound")
         self.output_schema = self.aggregator.output_schema
 
     def apply(self, table: pa.Table, watermark: int | None) -> pa.Table:
-        """Add the packet's rows; emit the windows its watermark closes."""
-        return self.aggregator.update(table, watermark)
+        """Add the packet's rows; emit the windows its watermark (or the fixed bound) closes."""
+        return self.aggregator.update(table, self.bound if self.fixed_bound else watermark)
 
     def finish(self) -> pa.Table:
-        """Emit every window still open."""
+        """Emit every window still open (only those the fixed bound closes, if one was given)."""
+        if self.fixed_bound:
+            return self.aggregator.update(self.input_schema.empty_table(), self.bound)
         return self.aggregator.finish()
 
     @property

@@ -97,3 +97,22 @@ def write_json(results: Sequence[dict[str, Any]], target: str) -> None:
     else:
         with open(target, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
+
+
+def feed_round_robin(target: Any, inputs: Sequence[pa.Table], batch_rows: int,
+                     poll: Callable[[], pa.Table]) -> list[pa.Table]:
+    """Push ``inputs`` into ``target`` in round-robin packets; return what ``poll`` returned.
+
+    ``target`` has ``push(i, packet)`` and ``finish(i)``; ``poll`` runs after every round and
+    once at the end.
+    """
+    out = []
+    for i, packet in round_robin(inputs, batch_rows):
+        if i < 0:
+            out.append(poll())
+        elif packet is None:
+            target.finish(i)
+        else:
+            target.push(i, packet)
+    out.append(poll())
+    return out

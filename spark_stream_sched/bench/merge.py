@@ -23,10 +23,10 @@ import pyarrow as pa
 from spark_stream_sched.bench.common import (
     DEFAULT_BATCH_ROWS,
     best_of,
+    feed_round_robin,
     format_table,
     progress,
     rate,
-    round_robin,
 )
 from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.runtime.merge import SMerge
@@ -39,15 +39,7 @@ DEFAULT_INPUT_COUNTS = (2, 8, 20, 64)
 def smerge_all(inputs: Sequence[pa.Table], batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.Table:
     """Merge ``inputs`` with S-Merge fed round-robin in packets; return all released rows."""
     merge = SMerge(len(inputs))
-    released = []
-    for i, packet in round_robin(inputs, batch_rows):
-        if i < 0:
-            released.append(merge.pop_ready())
-        elif packet is None:
-            merge.finish(i)
-        else:
-            merge.push(i, packet)
-    released.append(merge.pop_ready())
+    released = feed_round_robin(merge, inputs, batch_rows, merge.pop_ready)
     return pa.concat_tables([t for t in released if t.num_columns])
 
 

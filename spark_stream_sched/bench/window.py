@@ -23,10 +23,10 @@ import pyarrow as pa
 from spark_stream_sched.bench.common import (
     DEFAULT_BATCH_ROWS,
     best_of,
+    feed_round_robin,
     format_table,
     progress,
     rate,
-    round_robin,
 )
 from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.data.soundcloud import IP_REGEX, MAIL_REGEX, soundcloud_streams
@@ -91,16 +91,7 @@ def run_runtime(query: Query, inputs: Sequence[pa.Table], batch_rows: int) -> pa
     spec = WindowSpec(query.size_s * 1000, query.slide_s * 1000)
     agg = OrderedAggregation(len(inputs), spec, [query.key], list(query.aggregates),
                              input_schema=inputs[0].schema)
-    out = []
-    for i, packet in round_robin(inputs, batch_rows):
-        if i < 0:
-            out.append(agg.poll())
-        elif packet is None:
-            agg.finish(i)
-        else:
-            agg.push(i, packet)
-    out.append(agg.poll())
-    return pa.concat_tables(out)
+    return pa.concat_tables(feed_round_robin(agg, inputs, batch_rows, agg.poll))
 
 
 def run_mq(query: Query, inputs: Sequence[pa.Table], batch_rows: int) -> pa.Table:

@@ -120,17 +120,19 @@ def input_schema(dirs: list[Path], fmt: str) -> pa.Schema:
 # -- engines -----------------------------------------------------------------------------------
 
 
-def _source_options(cfg: JobConfig, dirs: list[Path]) -> dict[str, str]:
+def _query_options(cfg: JobConfig) -> dict[str, str]:
+    """The options the source and the sink share: the query itself."""
     q = cfg.query
+    return {"timestampColumn": q.timestamp_column, "keyColumns": ",".join(q.key_columns),
+            "window": q.window, "slide": q.slide, "aggregates": ", ".join(q.aggregates),
+            "outOfOrder": q.out_of_order}
+
+
+def _source_options(cfg: JobConfig, dirs: list[Path]) -> dict[str, str]:
     return {
         "inputs": ",".join(str(d.resolve()) for d in dirs),
         "format": {"jsonl": "json"}.get(cfg.data.format, cfg.data.format),
-        "timestampColumn": q.timestamp_column,
-        "keyColumns": ",".join(q.key_columns),
-        "window": q.window,
-        "slide": q.slide,
-        "aggregates": ", ".join(q.aggregates),
-        "outOfOrder": q.out_of_order,
+        **_query_options(cfg),
         "stateLocation": str(Path(cfg.checkpoint).resolve() / "ordered-agg-state"),
         "maxRecordsPerTrigger": str(cfg.max_records_per_trigger),
         "endOfInput": "availableNow",
@@ -139,19 +141,13 @@ def _source_options(cfg: JobConfig, dirs: list[Path]) -> dict[str, str]:
 
 def sink_options(cfg: JobConfig, n_inputs: int) -> dict[str, str]:
     """Options of ``writeStream.format("ordered-agg")`` for this job."""
-    q = cfg.query
     position = {"sequenceColumn": SEQUENCE_COLUMN} if cfg.data.format == "parquet" else {}
     return {**position,
         "path": str(Path(cfg.output).resolve()),
         "checkpointLocation": str(Path(cfg.checkpoint).resolve()),
         "inputs": str(n_inputs),
         "inputColumn": INPUT_ID_COLUMN,
-        "timestampColumn": q.timestamp_column,
-        "keyColumns": ",".join(q.key_columns),
-        "window": q.window,
-        "slide": q.slide,
-        "aggregates": ", ".join(q.aggregates),
-        "outOfOrder": q.out_of_order,
+        **_query_options(cfg),
     }
 
 

@@ -14,11 +14,17 @@ How a micro-batch flows::
                          -> <stateLocation>/state/batch-<id>.state    (runtime snapshot bytes)
                          -> <stateLocation>/commits/batch-<id>.json  (the commit marker, last)
 
-A batch id whose commit marker exists is a replay (Spark re-runs the last batch after a crash)
-and writes nothing; a commit that crashed before its marker is recomputed from the previous
-state version, which writes byte-identical files under the same names. Staged rows travel as
-Arrow IPC files and state as runtime snapshots: nothing here is pickled except the small commit
-message Spark itself requires.
+The state location is owned by one query: at start the sink records (or checks) the owner —
+the checkpoint location, the query id Spark keeps in ``<checkpoint>/metadata``, the output path
+and the options' fingerprint — in ``<stateLocation>/_sink.json``, so a reused or shared location
+is refused with a message naming both queries. A batch id whose commit marker exists is then a
+replay (Spark re-runs the last batch after a crash) and writes nothing; a commit that crashed
+before its marker is recomputed from the previous state version, which writes byte-identical
+files under the same names; batch N is applied only on top of batch N-1's marker (a missing
+marker is an error naming it, never a silent gap). The protocol, drawn as a state machine with
+its crash points, is in :class:`~spark_stream_sched.spark.sink_commit.SinkCommitter` and
+``docs/sink.md``. Staged rows travel as Arrow IPC files and state as runtime snapshots: nothing
+here is pickled except the small commit message Spark itself requires.
 
 Options (case-insensitive; validated on the driver when Spark creates the writer, i.e. when the
 first micro-batch is planned, before any row is written):
@@ -219,6 +225,7 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
     """
     config = parse_sink_options(options)
     check_schema(config, _arrow_schema(schema))
+    SinkCommitter(config).claim()  # a stateLocation of another query fails at start()
     return OrderedAggStreamWriter(config)
 
 

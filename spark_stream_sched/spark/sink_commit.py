@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +32,20 @@ from spark_stream_sched.spark.options import (
     parse_duration,
     split_names,
 )
+from spark_stream_sched.spark.sink_state import (
+    FINAL,
+    OWNER_FILE,
+    batch_name,
+    claim,
+    commit_path,
+    locked,
+    owner_record,
+    read_marker,
+    read_markers,
+    write_marker,
+)
+from spark_stream_sched.spark.state_store import atomic_write
+from spark_stream_sched.testing.faults import crash_point
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +58,6 @@ SINK_OPTION_NAMES: tuple[str, ...] = (
 SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
 #: Version of the on-disk layout (commit markers and state files).
 SINK_FORMAT_VERSION = 1
-FINAL = "final"
 
 
 # -- options -----------------------------------------------------------------------------------
@@ -69,10 +80,12 @@ class SinkConfig:
     sequence_column: str | None
     end_column: str | None
     keep_versions: int
+    checkpoint_location: str | None = None
 
     def fingerprint(self) -> str:
         """Hash of everything that must not change between restarts of one query."""
-        fixed = {k: v for k, v in asdict(self).items() if k not in ("path", "keep_versions")}
+        free = ("path", "keep_versions", "checkpoint_location")
+        fixed = {k: v for k, v in asdict(self).items() if k not in free}
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -132,6 +145,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         sequence_column=_one_name("sequenceColumn", seq) if seq else None,
         end_column=_one_name("endOfInputColumn", end) if end else None,
         keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1),
+        checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
     )
 
 
@@ -174,58 +188,34 @@ def _new_query(config: SinkConfig, schema: pa.Schema) -> OrderedAggregation:
                               out_of_order=config.out_of_order, input_schema=schema)
 
 
-# -- on-disk layout ----------------------------------------------------------------------------
-
-
-def _batch_name(batch_id: int) -> str:
-    return f"batch-{batch_id:012d}"
+# -- on-disk layout (spark/sink_state.py has the commit log and the owner record) -------------
 
 
 def staging_dir(config: SinkConfig, batch_id: int) -> Path:
     """Directory where the tasks of ``batch_id`` stage their rows."""
-    return Path(config.state_location) / "staging" / _batch_name(batch_id)
-
-
-def _commit_path(config: SinkConfig, name: str) -> Path:
-    return Path(config.state_location) / "commits" / f"{name}.json"
+    return Path(config.state_location) / "staging" / batch_name(batch_id)
 
 
 def _state_path(config: SinkConfig, name: str) -> Path:
     return Path(config.state_location) / "state" / f"{name}.state"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a hidden temp file, fsync, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-
-
-def _write_parquet(path: Path, table: pa.Table) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue())
 
 
 def read_commits(config: SinkConfig) -> list[dict[str, Any]]:
     """Every commit marker of the sink, in batch order (the ``final`` marker last)."""
-    directory = Path(config.state_location) / "commits"
-    if not directory.is_dir():
-        return []
-    records = [json.loads(p.read_text()) for p in directory.glob("*.json")]
-    return sorted(records, key=lambda r: (r["batch_id"] == FINAL, r.get("order", 0)))
+    return read_markers(config.state_location)
 
 
 # -- the committer (driver side, no Spark needed) ----------------------------------------------
 
 
 class SinkCommitter:
-    """Applies staged micro-batches to the versioned sink state; idempotent per batch id.
+    """Applies staged micro-batches to the versioned sink state; exactly once per batch id.
 
     Parameters
     ----------
@@ -236,26 +226,75 @@ class SinkCommitter:
     -----
     Called on the driver (from :meth:`OrderedAggStreamWriter.commit` or :func:`finish_sink`),
     one batch at a time, in batch-id order, as Spark does. A fresh instance per call is fine: all
-    state is read from ``stateLocation``.
+    state is read from ``stateLocation``. The commit protocol, as a state machine (every crash
+    point ``sink.*`` of :mod:`spark_stream_sched.testing.faults` lies between two steps)::
+
+        check owner ──> marker N exists? ── yes ──> replay: write nothing
+             │                 │ no
+             │                 v
+             │        previous marker is N-1 (or none and N == 0)? ── no ──> StateError
+             │                 │ yes
+             │                 v
+             │        output part-batch-N ──> state batch-N ──> marker batch-N (commit point)
+             │           [output_written]      [state_written]    [marker_written]
+             v
+        (fresh location: claim it first [claimed]; the output path must hold no results)
+
+    A crash before the marker leaves at most files that the retried commit rewrites with the
+    same names and bytes (it starts again from state N-1); after the marker the batch is a
+    replay. Batch 0 follows the same steps: once the location is claimed, part files in the
+    output path are this query's own.
     """
 
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
+        self.location = config.state_location
 
-    def _latest(self, before: int | None) -> dict[str, Any] | None:
+    def _owner(self) -> dict[str, Any]:
+        return owner_record(self.config.checkpoint_location, self.config.path,
+                            self.config.fingerprint())
+
+    def claim(self) -> None:
+        """Claim a fresh state location for this query, or check that it owns it.
+
+        Notes
+        -----
+        Called on the driver when the query starts (:func:`make_stream_writer`) and before each
+        commit, so a second query on the same ``stateLocation`` fails at ``start()``.
+        """
+        if claim(self.location, self._owner(), self._has_results()):
+            crash_point("sink.claimed", batch=0)
+
+    def _has_results(self) -> bool:
+        out = Path(self.config.path)
+        return out.is_dir() and any(out.glob("part-*.parquet"))
+
+    def _previous(self, batch_id: int) -> dict[str, Any] | None:
+        """The marker of batch ``batch_id - 1``; StateError when the log has a gap."""
         records = [r for r in read_commits(self.config) if r["batch_id"] != FINAL]
-        if before is not None:
-            records = [r for r in records if r["batch_id"] < before]
-        return records[-1] if records else None
+        before = [r for r in records if r["batch_id"] < batch_id]
+        latest = before[-1]["batch_id"] if before else None
+        expected = batch_id - 1 if batch_id > 0 else None
+        if latest != expected or any(r["batch_id"] > batch_id for r in records):
+            missing = 0 if latest is None else latest + 1
+            have = "no batch" if latest is None else f"batches up to {latest}"
+            raise StateError(
+                f"ordered-agg sink: Spark is committing batch {batch_id} but the sink's commit "
+                f"log in {self.location} has {have}: the commit marker of batch {missing} "
+                f"({commit_path(self.location, batch_name(missing))}) is missing, so batch "
+                f"{batch_id} cannot be applied without losing or repeating rows. Restore the "
+                f"marker, or start the query with a new checkpointLocation, stateLocation and "
+                f"output path")
+        return before[-1] if before else None
 
     def _load(self, record: dict[str, Any] | None) -> OrderedAggregation | None:
         if record is None or record["state"] is None:
             return None
         if record.get("fingerprint") != self.config.fingerprint():
-            raise StateError(f"ordered-agg sink state in {self.config.state_location} was "
+            raise StateError(f"ordered-agg sink state in {self.location} was "
                              f"written with other options (window, keys, aggregates, inputs...); "
                              f"use a new checkpoint/stateLocation for a changed query")
-        path = Path(self.config.state_location) / "state" / record["state"]
+        path = Path(self.location) / "state" / record["state"]
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -268,54 +307,66 @@ class SinkCommitter:
     def commit_batch(self, batch_id: int, staged_files: Sequence[str]) -> dict[str, Any]:
         """Commit one micro-batch from its staged Arrow files; return its commit record.
 
-        A batch id that is already committed is a replay: nothing is written and the existing
-        record is returned (with ``"replayed": True``).
+        A batch id that is already committed *by this query* is a replay: nothing is written and
+        the existing record is returned (with ``"replayed": True``).
+
+        Raises
+        ------
+        StateError
+            The state location belongs to another query, the previous batch's marker is
+            missing, the sink was finished, or state is missing or corrupt.
         """
-        marker = _commit_path(self.config, _batch_name(batch_id))
-        if marker.exists():
-            logger.info("ordered-agg sink: batch %d is already committed; replay ignored",
-                        batch_id)
-            self._drop_staging(batch_id)
-            return {**json.loads(marker.read_text()), "replayed": True}
-        if _commit_path(self.config, FINAL).exists():
-            raise StateError(f"ordered-agg sink: batch {batch_id} arrived after finish_sink() "
-                             f"closed every input; use a new checkpoint/stateLocation")
-        previous = self._latest(before=batch_id)
-        if previous is None:
-            self._check_fresh_output()
-        table = _read_staged(staged_files)
-        query = self._load(previous)
-        finished = set(previous["finished"]) if previous else set()
-        if query is None and table is not None:
-            query = _new_query(self.config, runtime_schema(self.config, table.schema))
-        rows_in, out = 0, None
-        if query is not None and table is not None:
-            rows_in, out = self._apply(query, table, finished, batch_id)
-        return self._record(batch_id, _batch_name(batch_id), query, out, rows_in, finished,
-                            order=batch_id)
+        with locked(self.location):
+            self.claim()
+            marker = commit_path(self.location, batch_name(batch_id))
+            if marker.exists():
+                logger.info("ordered-agg sink: batch %d is already committed; replay ignored",
+                            batch_id)
+                self._drop_staging(batch_id)
+                return {**read_marker(marker), "replayed": True}
+            if commit_path(self.location, FINAL).exists():
+                raise StateError(f"ordered-agg sink: batch {batch_id} arrived after "
+                                 f"finish_sink() closed every input; use a new "
+                                 f"checkpoint/stateLocation")
+            previous = self._previous(batch_id)
+            table = _read_staged(staged_files)
+            query = self._load(previous)
+            finished = set(previous["finished"]) if previous else set()
+            if query is None and table is not None:
+                query = _new_query(self.config, runtime_schema(self.config, table.schema))
+            rows_in, out = 0, None
+            if query is not None and table is not None:
+                rows_in, out = self._apply(query, table, finished, batch_id)
+            return self._record(batch_id, batch_name(batch_id), query, out, rows_in, finished,
+                                order=batch_id)
 
     def finish(self) -> dict[str, Any] | None:
         """Finish every input and write the windows still open; idempotent.
 
         Returns the ``final`` commit record, or None when nothing was ever committed.
         """
-        marker = _commit_path(self.config, FINAL)
-        if marker.exists():
-            return {**json.loads(marker.read_text()), "replayed": True}
-        previous = self._latest(before=None)
-        if previous is None:
-            return None
-        query = self._load(previous)
-        finished = set(previous["finished"])
-        out = None
-        if query is not None:
-            for i in range(self.config.n_inputs):
-                if i not in finished:
-                    query.finish(i)
-            finished = set(range(self.config.n_inputs))
-            out = query.poll()
-        return self._record(FINAL, FINAL, query, out, 0, finished,
-                            order=int(previous["batch_id"]) + 1)
+        with locked(self.location):
+            if not (Path(self.location) / OWNER_FILE).exists() and not read_commits(self.config):
+                return None
+            self.claim()
+            marker = commit_path(self.location, FINAL)
+            if marker.exists():
+                return {**read_marker(marker), "replayed": True}
+            records = [r for r in read_commits(self.config) if r["batch_id"] != FINAL]
+            if not records:
+                return None
+            previous = records[-1]
+            query = self._load(previous)
+            finished = set(previous["finished"])
+            out = None
+            if query is not None:
+                for i in range(self.config.n_inputs):
+                    if i not in finished:
+                        query.finish(i)
+                finished = set(range(self.config.n_inputs))
+                out = query.poll()
+            return self._record(FINAL, FINAL, query, out, 0, finished,
+                                order=int(previous["batch_id"]) + 1)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -348,15 +399,19 @@ class SinkCommitter:
     def _record(self, batch_id: int | str, name: str, query: OrderedAggregation | None,
                 out: pa.Table | None, rows_in: int, finished: set[int],
                 order: int) -> dict[str, Any]:
+        step = {"batch": batch_id}
         output = None
         if out is not None and out.num_rows and query is not None:
             output = f"part-{name}.parquet"
-            _write_parquet(Path(self.config.path) / output, _window_types(out, query))
+            atomic_write(str(Path(self.config.path) / output),
+                         _parquet_bytes(_window_types(out, query)))
+        crash_point("sink.output_written", **step)
         state_name, digest = None, None
         if query is not None:
             data = query.snapshot()
             state_name, digest = f"{name}.state", hashlib.sha256(data).hexdigest()
-            _write_atomically(_state_path(self.config, name), data)
+            atomic_write(str(_state_path(self.config, name)), data)
+        crash_point("sink.state_written", **step)
         record = {
             "format_version": SINK_FORMAT_VERSION, "batch_id": batch_id, "order": order,
             "rows_in": rows_in, "rows_out": 0 if out is None else out.num_rows,
@@ -365,7 +420,8 @@ class SinkCommitter:
             "ready_bound": None if query is None else query.merge.ready_bound,
             "dropped": None if query is None else query.merge.dropped,
         }
-        _write_atomically(_commit_path(self.config, name), json.dumps(record).encode())
+        write_marker(self.location, name, record)
+        crash_point("sink.marker_written", **step)
         if isinstance(batch_id, int):
             self._drop_staging(batch_id)
         self._prune()
@@ -373,26 +429,19 @@ class SinkCommitter:
                     record["rows_out"])
         return record
 
-    def _check_fresh_output(self) -> None:
-        out = Path(self.config.path)
-        if out.is_dir() and any(out.glob("part-*.parquet")):
-            raise StateError(f"output path {out} already holds results but the sink state in "
-                             f"{self.config.state_location} is empty; restart with the original "
-                             f"checkpoint or write to a new path")
-
     def _drop_staging(self, batch_id: int) -> None:
         """Remove the staging of this batch and of any older (aborted) batch."""
-        root = Path(self.config.state_location) / "staging"
+        root = Path(self.location) / "staging"
         if not root.is_dir():
             return
         for directory in root.iterdir():
-            if directory.name <= _batch_name(batch_id):
+            if directory.name <= batch_name(batch_id):
                 shutil.rmtree(directory, ignore_errors=True)
 
     def _prune(self) -> None:
         """Keep the state files of the last ``keep_versions`` commits."""
         keep = {r["state"] for r in read_commits(self.config)[-self.config.keep_versions:]}
-        directory = Path(self.config.state_location) / "state"
+        directory = Path(self.location) / "state"
         for path in directory.glob("*.state"):
             if path.name not in keep:
                 path.unlink(missing_ok=True)

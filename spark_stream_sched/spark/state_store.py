@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError, StateError
+from spark_stream_sched.errors import ConfigError, SpillError, StateError
 from spark_stream_sched.runtime import snapshot
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,9 @@ def fsync_dir(directory: str) -> None:
 def atomic_write(path: str, data: bytes, sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` atomically: temporary file, fsync, rename, fsync directory.
 
-    With ``sync_dir=False`` the caller fsyncs the directory once after several writes.
+    With ``sync_dir=False`` the caller fsyncs the directory once after several writes. On any
+    failure the temporary file is removed and ``path`` is untouched; an ``OSError`` (e.g. a
+    full disk) becomes a :class:`~spark_stream_sched.errors.SpillError` naming ``path``.
     """
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
@@ -84,9 +86,14 @@ def atomic_write(path: str, data: bytes, sync_dir: bool = True) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, StateError):
+            raise SpillError(f"cannot write {path} ({len(data)} bytes): {exc.strerror or exc}; "
+                             f"nothing was committed — free space on that file system (or fix "
+                             f"its permissions) and restart the query from its checkpoint"
+                             ) from exc
         raise
     if sync_dir:
         fsync_dir(directory)

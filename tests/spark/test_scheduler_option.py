@@ -49,6 +49,28 @@ def test_every_strategy_gives_the_direct_paths_batches(inputs, strategy: str,
     assert_matches_oracle(rows, expected_rows(tables))
 
 
+@pytest.fixture(scope="module")
+def big_inputs(tmp_path_factory):  # noqa: ANN001, ANN201
+    """Rows enough for several packets per group and batch (issue 7: ~8.7 k rows per packet)."""
+    root = tmp_path_factory.mktemp("sched-big")
+    tables = write_inputs(str(root / "in"), n_inputs=2, rows=12_000, files=2)
+    direct = run_batches(make_reader(source_options(str(root / "in"), 2, str(root / "direct"),
+                                                    partitionGroups=1)))
+    return root, tables, direct
+
+
+@pytest.mark.parametrize("strategy", strategy_names())
+def test_every_strategy_at_default_batch_sizes(big_inputs, strategy: str) -> None:
+    """A group gets several packets per micro-batch; the fixed bound closes windows once."""
+    root, tables, direct = big_inputs
+    opts = source_options(str(root / "in"), 2, str(root / f"state-{strategy}"),
+                          partitionGroups=1, scheduler=strategy, workers=2)
+    batches = run_batches(make_reader(opts))  # default admission: maxRecordsPerTrigger
+    assert batches == direct
+    rows = sorted((r for b in batches for r in b), key=output_key)
+    assert_matches_oracle(rows, expected_rows(tables))
+
+
 def test_unknown_strategy_is_refused_on_the_driver(tmp_path) -> None:
     opts = source_options(str(tmp_path), 3, str(tmp_path / "s"), scheduler="path-capacity")
     with pytest.raises(ConfigError, match="did you mean 'path_capacity'"):

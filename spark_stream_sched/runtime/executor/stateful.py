@@ -50,8 +50,13 @@ class WindowOperator(RuntimeOperator):
         self.output_schema = self.aggregator.output_schema
 
     def apply(self, table: pa.Table, watermark: int | None) -> pa.Table:
-        """Add the packet's rows; emit the windows its watermark (or the fixed bound) closes."""
-        return self.aggregator.update(table, self.bound if self.fixed_bound else watermark)
+        """Add the packet's rows; emit the windows its watermark closes.
+
+        With a fixed bound nothing is emitted here: the caller released every row of the run
+        below that bound, so closing windows at the first packet would make the rows of later
+        packets late. :meth:`finish` applies the bound once, after the last packet.
+        """
+        return self.aggregator.update(table, None if self.fixed_bound else watermark)
 
     def finish(self) -> pa.Table:
         """Emit every window still open (only those the fixed bound closes, if one was given)."""

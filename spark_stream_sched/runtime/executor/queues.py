@@ -4,8 +4,9 @@ Every queue of a plan (edge ``source -> target``, seed 001 §2) is a :class:`Pac
 packet carries a sequence number: the ``k``-th packet of an input stream has ``seq == k`` and
 every operator turns input packet ``k`` into output packet ``k`` (possibly empty), so packet
 order along any queue equals the order of a sequential evaluation. Queues in front of
-order-sensitive operators are *ordered*: they hold early packets in a reorder buffer (seed 002
-§4, fig. 4, non-blocking: producers never wait) and expose only the contiguous prefix
+order-sensitive operators are *ordered*: they hold early packets in a
+:class:`~spark_stream_sched.runtime.executor.reorder.ReorderBuffer` (seed 002 §4, fig. 4,
+non-blocking: producers never wait) and expose only the contiguous prefix
 ``next_seq, next_seq + 1, ...``; other queues hand packets out in arrival order, which lets
 several workers run a stateless operator at once.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.executor.reorder import ReorderBuffer
 from spark_stream_sched.runtime.plan.operators import QueueId
 
 
@@ -105,8 +106,7 @@ class PacketQueue:
         self.qid = qid
         self.ordered = ordered
         self._ready: deque[Packet] = deque()
-        self._early: dict[int, Packet] = {}
-        self._next_seq = 0
+        self._reorder: ReorderBuffer[Packet] = ReorderBuffer(f"queue {qid}")
         self.total: int | None = None
         self.pushed = 0
         self.taken = 0
@@ -122,14 +122,10 @@ class PacketQueue:
         if not self.ordered:
             self._make_ready(packet)
             return True
-        if packet.seq < self._next_seq or packet.seq in self._early:
-            raise StateError(f"queue {self.qid}: packet {packet.seq} was pushed twice")
-        self._early[packet.seq] = packet
-        before = len(self._ready)
-        while self._next_seq in self._early:
-            self._make_ready(self._early.pop(self._next_seq))
-            self._next_seq += 1
-        return len(self._ready) > before
+        released = self._reorder.offer(packet)
+        for ready in released:
+            self._make_ready(ready)
+        return bool(released)
 
     def _make_ready(self, packet: Packet) -> None:
         self._ready.append(packet)
@@ -167,7 +163,7 @@ class PacketQueue:
 
     def __repr__(self) -> str:
         return (f"PacketQueue({self.qid}, ordered={self.ordered}, ready={len(self._ready)}, "
-                f"early={len(self._early)}, bytes={self.nbytes})")
+                f"early={len(self._reorder)}, bytes={self.nbytes})")
 
 
 class QueuesView:

@@ -82,7 +82,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_stream_sched.errors import StateError
+from spark_stream_sched.errors import SpillError, StateError
 from spark_stream_sched.spark.sink_commit import (  # re-exported: the sink's public surface
     SINK_FORMAT_VERSION,
     SINK_OPTION_NAMES,
@@ -163,11 +163,15 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
                     writer = pa.ipc.new_file(str(tmp), batch.schema)
                 writer.write_batch(batch)
                 rows += batch.num_rows
-        finally:
             if writer is not None:
                 writer.close()
-        if writer is not None:
-            os.replace(tmp, final)
+                os.replace(tmp, final)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise SpillError(f"ordered-agg sink: batch {batch_id}, partition {partition}: cannot "
+                             f"stage rows in {tmp} ({exc}); free space under stateLocation "
+                             f"{self.config.state_location} and restart the query from its "
+                             f"checkpoint") from exc
         return SinkCommitMessage(batch_id, partition, attempt, str(final) if rows else None, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803

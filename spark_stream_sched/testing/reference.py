@@ -58,7 +58,8 @@ def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
         case "max":
             return max(present) if present else None
         case "count_where":
-            return sum(1 for r in rows if pred.evaluate_row(r))  # type: ignore[union-attr]
+            assert pred is not None
+            return sum(1 for r in rows if pred.evaluate_row(r))
         case "first":
             return values[0]
         case "last":

@@ -279,6 +279,16 @@ def test_full_disk_fails_naming_the_file_then_recovers(
     assert os.listdir(small_disk) == []
 
 
+def test_full_disk_while_staging_names_the_file_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_disk: Path) -> None:
+    opts = options(tmp_path, stateLocation=str(small_disk / "state"))
+    writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(opts))
+    big = make_inputs(rows=20_000)[0]  # ~1 MB of Arrow: more than the disk holds
+    with pytest.raises(SpillError, match=r"batch 0, partition 0: cannot stage rows in .*\.tmp"):
+        FakeTasks(monkeypatch, writer).write(0, [big])
+    assert not [p for p in small_disk.rglob("*") if p.is_file()]
+
+
 # -- real Spark: the driver is SIGKILLed at a named step, then restarted ----------------------
 
 REPO = Path(__file__).resolve().parents[2]

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     spec = WindowSpec.parse(args.window, args.slide)
     aggregates = parse_aggregates(args.agg)
     started = time.perf_counter()
-    inputs = [read_input(path, args.format) for path in args.input]
+    inputs = [_read(i, path, args) for i, path in enumerate(args.input)]
     schema = _common_schema(inputs, args.input)
     query = OrderedAggregation(len(inputs), spec, args.key, aggregates, args.timestamp,
                                args.out_of_order, schema)
@@ -88,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
     _write(out, args.out)
     _summary(inputs, out, args.out, started, sum(query.merge.dropped))
     return 0
+
+
+def _read(input_id: int, path: str, args: argparse.Namespace) -> pa.Table:
+    """Read one input, checking its event times file by file (errors name input and file)."""
+    try:
+        return read_input(path, args.format, ts_column=args.timestamp)
+    except InputError as exc:
+        raise InputError(f"input {input_id} ({path}): {exc}") from exc
 
 
 def _write(out: pa.Table, path: str) -> None:

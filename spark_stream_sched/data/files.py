@@ -24,6 +24,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.runtime.packets import event_times
 
 #: Supported formats and the file name suffixes that belong to each.
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -86,7 +87,8 @@ def write_inputs(tables: Sequence[pa.Table], root: str | Path, fmt: str = "parqu
     return dirs
 
 
-def read_input(path: str | Path, fmt: str = "parquet", schema: pa.Schema | None = None) -> pa.Table:
+def read_input(path: str | Path, fmt: str = "parquet", schema: pa.Schema | None = None,
+               ts_column: str | None = None) -> pa.Table:
     """Read one input stream from a directory of files or from a single file.
 
     Parameters
@@ -99,6 +101,10 @@ def read_input(path: str | Path, fmt: str = "parquet", schema: pa.Schema | None 
     schema : pyarrow.Schema, optional
         Expected columns and types. CSV and JSON values are parsed as these types (instead of
         inferring types per file) and Parquet columns are cast to them.
+    ts_column : str, optional
+        Event-time column to check file by file (present, not null, int64 ms or a timestamp,
+        within the supported range years 0001..9999), so that an error names the file and
+        the row in it rather than a position in the concatenated stream.
 
     Returns
     -------
@@ -110,7 +116,8 @@ def read_input(path: str | Path, fmt: str = "parquet", schema: pa.Schema | None 
     InputError
         The path does not exist, the directory has no file of the format, a file is unreadable
         or malformed, or the files' schemas disagree (text formats may widen integer columns
-        to floating point across files). The message names the file.
+        to floating point across files), or (with ``ts_column``) an event time is missing or
+        out of range. The message names the file (and the row).
     ConfigError
         Unknown format.
     """
@@ -123,6 +130,8 @@ def read_input(path: str | Path, fmt: str = "parquet", schema: pa.Schema | None 
         table = _read_file(file, fmt, schema)
         if table is None:
             continue
+        if ts_column is not None:
+            event_times(table, ts_column, f"file {file}")
         tables.append(table if not tables else _unify(tables[0], table, file, promote))
     if not tables:
         return (schema or pa.schema([])).empty_table()

@@ -7,8 +7,11 @@ Contract of an input stream (documented for users in ``spark/options.py``):
 * an input is a directory (its regular files in name order, hidden ``.*`` and ``_*`` files such
   as ``_SUCCESS`` skipped) or a glob (its matches in path order);
 * files are immutable once visible (write elsewhere and rename into place); a file that appears
-  later must sort after the last file consumed from that input, otherwise it is ignored with a
-  warning — it would belong to the past of the stream;
+  later must sort after the last file admitted from that input, otherwise it is *late* — it
+  would belong to the past of the stream — and is reported (or, with ``lateFiles=skip``,
+  recorded and counted) by the input's manifest (``io/manifest.py``), never read or ignored in
+  silence. The Spark source walks its cursors over the manifest's files, not over a fresh
+  listing, so a replayed batch reads exactly the files it planned;
 * rows of one input are in non-decreasing event time across the files in that order.
 
 A :class:`Cursor` names the file it is in and how many of its rows were consumed;
@@ -228,15 +231,17 @@ def read_between(stream: InputStream, files: list[str], start: Cursor, end: Curs
     raise :class:`OutOfOrderError` (policy ``fail``); ``seq`` counts dropped rows too.
     """
     n_rows = end.seq - start.seq
-    parts = [read_file_rows(f, stream.fmt, stream.schema, a, b)
-             for f, a, b in _walk(files, start, stream.fmt, n_rows)]
+    ranges = _walk(files, start, stream.fmt, n_rows)
+    parts = [read_file_rows(f, stream.fmt, stream.schema, a, b) for f, a, b in ranges]
     empty = stream.schema.empty_table() if stream.schema is not None else pa.table({})
     rows = pa.concat_tables(parts) if parts else empty
     if rows.num_rows != n_rows:
         raise InputError(f"input {stream.input_id}: read {rows.num_rows} rows between seq "
                          f"{start.seq} and {end.seq}, expected {n_rows}; files changed")
-    where = f"input {stream.input_id} (rows from position {start.seq})"
-    ts = event_times(rows, ts_column, where) if n_rows else np.zeros(0, np.int64)
+    # Event times per file, so that a bad one is reported with its file and row in that file.
+    ts = np.concatenate([np.zeros(0, np.int64)] + [
+        event_times(part, ts_column, f"input {stream.input_id} file {f!r}", first_row=a)
+        for part, (f, a, _) in zip(parts, ranges, strict=True)])
     seq = np.arange(start.seq, end.seq, dtype=np.int64)
     keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
     if keep is not None:
@@ -254,7 +259,7 @@ def peek_event_times(stream: InputStream, files: list[str], start: Cursor, n_row
         ts_schema = pa.schema([stream.schema.field(ts_column)])
     return np.concatenate([
         event_times(read_file_rows(f, stream.fmt, ts_schema, a, b), ts_column,
-                    f"input {stream.input_id} file {f!r}")
+                    f"input {stream.input_id} file {f!r}", first_row=a)
         for f, a, b in _walk(files, start, stream.fmt, n_rows)])
 
 

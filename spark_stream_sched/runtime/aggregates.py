@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from spark_stream_sched.errors import ExpressionError
+from spark_stream_sched.runtime.expr import parse_predicate
 from spark_stream_sched.runtime.predicate import Predicate
 
 #: function name -> (takes a column, takes a predicate)
@@ -123,9 +124,22 @@ def parse_aggregate(text: str) -> AggSpec:
             raise ExpressionError(f"aggregate {text!r}: {func} needs a column name")
     if takes_pred and not predicate:
         raise ExpressionError(f"aggregate {text!r}: {func} needs a predicate")
+    if predicate:
+        _check_predicate_syntax(text, predicate)
     default_alias = f"{func}({inner})"
     alias = alias_match.group(1).strip("`") if alias_match else default_alias
     return AggSpec(func, column, predicate, alias)
+
+
+def _check_predicate_syntax(text: str, predicate: str) -> None:
+    """Parse the predicate now (syntax, rlike patterns), so a bad one fails at definition.
+
+    Column names and types are checked later, by :func:`bind`, once the schema is known.
+    """
+    try:
+        parse_predicate(predicate)
+    except ExpressionError as exc:
+        raise ExpressionError(f"aggregate {text!r}: {exc}") from exc
 
 
 def parse_aggregates(items: str | Iterable[str]) -> list[AggSpec]:

@@ -16,12 +16,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.aggregates import BoundAggregate
-from spark_stream_sched.runtime.dense import numeric, sorted_key_ids
+from spark_stream_sched.runtime.dense import MAX_CELLS, numeric, sorted_key_ids
 from spark_stream_sched.runtime.panes import PANE
 
 
 def fits(n_rows: int, n_panes: int, n_keys: int) -> bool:
-    """True when a ``n_panes x n_keys`` grid is cheap compared with ``n_rows`` tuples."""
+    """True when a ``n_panes x n_keys`` grid is cheap compared with ``n_rows`` tuples.
+
+    The grid spans every pane between the first and the last tuple, so this check is what
+    keeps the dense path's memory bounded by the rows (at most ``4 * n_rows`` cells, or 4096)
+    rather than by the event-time span: a chunk with one tuple far from the others goes to
+    the sparse (Arrow hash) path.
+    """
     return n_panes * n_keys <= max(4 * n_rows, 1 << 12)
 
 
@@ -81,13 +87,15 @@ def pane_partials_dense(rows: pa.Table, pane: np.ndarray, keys: list[str],
                         aggs: list[BoundAggregate], force: bool = False) -> pa.Table | None:
     """Stage 1 on a dense grid; None when the grid would be too large (use the Arrow path).
 
-    ``force`` builds the grid whatever its size (tests).
+    ``force`` builds the grid whenever it has at most :data:`.dense.MAX_CELLS` cells, however
+    sparse (tests and benchmarks); a larger grid still returns None.
     """
     kid, distinct = sorted_key_ids(rows, keys)
     n_keys = max(1, distinct.num_rows)
     p0 = int(pane[0])
     n_panes = int(pane[-1]) - p0 + 1
-    if not force and not fits(rows.num_rows, n_panes, n_keys):
+    too_big = n_panes * n_keys > MAX_CELLS if force else not fits(rows.num_rows, n_panes, n_keys)
+    if too_big:
         return None
     size = n_panes * n_keys
     cell = (pane - p0) * n_keys + kid

@@ -16,7 +16,8 @@ Grammar (keywords are case-insensitive; never ``eval``)::
 Semantics follow Spark SQL's three-valued logic: a comparison with null is null, ``and``/``or``
 are Kleene, ``not null`` is null, and a predicate that ends up null counts as false.
 ``rlike`` uses RE2 syntax in the vectorised path (Arrow) and Python's ``re.search`` in the row
-path (the reference); patterns are checked against both at compile time.
+path (the reference); patterns are checked against both when the predicate is parsed, so a
+pattern RE2 cannot run (a back-reference or a look-around) fails when the query is defined.
 
 Two evaluators share one AST: :meth:`Predicate.evaluate` works on whole Arrow tables (the hot
 path) and :meth:`Predicate.evaluate_row` on one row dict (the reference oracle).
@@ -29,6 +30,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ExpressionError
 
@@ -222,6 +226,8 @@ class _Parser:
                 if pattern.kind != "str":
                     self.i -= 1
                     raise self.fail(f"a quoted string after {word!r}")
+                if word == "rlike":
+                    check_regex(pattern.text, self.text)
                 return Match(word, left, pattern.text, negated)
         if negated:
             raise self.fail("'contains' or 'rlike' after 'not'")
@@ -240,6 +246,33 @@ class _Parser:
             return Literal({"true": True, "false": False, "null": None}[token.text])
         self.i -= 1
         raise self.fail("a column name or a literal")
+
+
+def check_regex(pattern: str, text: str) -> None:
+    """Compile an ``rlike`` pattern with both engines that run it; ExpressionError if either fails.
+
+    RE2 (through Arrow's ``match_substring_regex``) runs the vectorised path; it compiles the
+    pattern only when there is a value to match, hence the one empty string. Python's ``re``
+    runs the row path of the reference oracle.
+
+    Raises
+    ------
+    ExpressionError
+        Naming the predicate ``text``, the pattern and the engine's reason (RE2 has no
+        back-references or look-arounds).
+    """
+    try:
+        pc.match_substring_regex(pa.array([""], pa.string()), pattern)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ExpressionError(
+            f"predicate {text!r}: bad regular expression {pattern!r}: RE2, the engine rlike "
+            f"runs on, refuses it ({exc}); fix the pattern (RE2 has no back-references such "
+            f"as \\1 and no look-arounds)") from exc
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ExpressionError(f"predicate {text!r}: bad regular expression {pattern!r}: "
+                              f"{exc}") from exc
 
 
 def parse_predicate(text: str) -> Node:

@@ -147,14 +147,15 @@ class SMerge:
         OutOfOrderError
             Policy ``fail`` and a tuple's ts is lower than an earlier ts of the same input.
         InputError
-            Unknown or finished input, bad timestamp column, schema mismatch.
+            Unknown or finished input, bad timestamp column, an event time outside the
+            supported range (always an error, whatever the out-of-order policy: a value in the
+            wrong unit is a broken input, not a late tuple), schema mismatch.
         """
         state = self._check_input(input_id)
         table = as_table(data)
         if table.num_rows == 0:
             return
-        where = f"input {input_id} (rows from position {state.next_seq})"
-        ts = event_times(table, self.ts_column, where)
+        ts = event_times(table, self.ts_column, f"input {input_id}", first_row=state.next_seq)
         table = self._conform(table, input_id)
         seq0 = state.next_seq
         seq = np.arange(seq0, seq0 + len(ts), dtype=np.int64)

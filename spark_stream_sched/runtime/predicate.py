@@ -25,6 +25,7 @@ from spark_stream_sched.runtime.expr import (
     Match,
     Node,
     Not,
+    check_regex,
     parse_predicate,
 )
 
@@ -65,12 +66,7 @@ def _check(node: Node, schema: pa.Schema, text: str, as_predicate: bool = True) 
         if _kind(node.child, schema) != "string":
             raise ExpressionError(f"predicate {text!r}: {node.op} needs a string column")
         if node.op == "rlike":
-            try:
-                re.compile(node.pattern)
-                pc.match_substring_regex(pa.array([], pa.string()), node.pattern)
-            except (re.error, pa.ArrowInvalid) as exc:
-                raise ExpressionError(f"predicate {text!r}: bad regular expression "
-                                      f"{node.pattern!r}: {exc}") from exc
+            check_regex(node.pattern, text)
     elif as_predicate and isinstance(node, Column) and _kind(node, schema) != "bool":
         raise ExpressionError(f"predicate {text!r}: column {node.name!r} is not boolean; "
                               f"compare it with a value")

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.packets import EVENT_TIME_SPAN
+
+#: Longest window, slide or other duration: the whole supported event-time range. Together with
+#: the range check on event times this keeps every window end ``k*S + W`` far inside int64.
+MAX_DURATION_MS = EVENT_TIME_SPAN
 
 _UNITS_MS = {
     "ms": 1, "millisecond": 1, "milliseconds": 1, "msec": 1,
@@ -28,7 +33,11 @@ _DURATION = re.compile(r"^\s*(\d+)\s*([A-Za-z]+)?\s*$")
 
 
 def parse_duration(text: str | int, what: str = "duration") -> int:
-    """Parse ``"30s"``, ``"30 seconds"``, ``"500ms"``, ``"2 minutes"`` or an int (ms) into ms."""
+    """Parse ``"30s"``, ``"30 seconds"``, ``"500ms"``, ``"2 minutes"`` or an int (ms) into ms.
+
+    The result is in ``1 .. MAX_DURATION_MS``; anything else (including a product that would
+    overflow int64) is a :class:`ConfigError` naming ``what`` and the text.
+    """
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
@@ -40,6 +49,10 @@ def parse_duration(text: str | int, what: str = "duration") -> int:
         value = int(match.group(1)) * _UNITS_MS[unit]
     if value <= 0:
         raise ConfigError(f"{what} must be positive, got {text!r}")
+    if value > MAX_DURATION_MS:
+        raise ConfigError(f"{what} {text!r} is {value} ms, longer than the supported event-time "
+                          f"span of {MAX_DURATION_MS} ms (years 0001..9999); use a shorter "
+                          f"duration")
     return value
 
 
@@ -59,6 +72,9 @@ class WindowSpec:
         if self.size_ms <= 0 or self.slide_ms <= 0:
             raise ConfigError(f"window size and slide must be positive, got "
                               f"{self.size_ms} ms / {self.slide_ms} ms")
+        if self.size_ms > MAX_DURATION_MS:
+            raise ConfigError(f"window size {self.size_ms} ms is longer than the supported "
+                              f"event-time span of {MAX_DURATION_MS} ms (years 0001..9999)")
         if self.slide_ms > self.size_ms:
             raise ConfigError(f"slide ({self.slide_ms} ms) must not exceed the window size "
                               f"({self.size_ms} ms): tuples between windows would be lost")

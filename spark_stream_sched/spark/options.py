@@ -12,16 +12,21 @@ option                 default   meaning
 inputs                 required  comma-separated, one per input stream: a directory (its files in
                                  name order hold the stream; hidden ``.``/``_`` files skipped) or a
                                  glob (matches sorted by path). Files that appear later must sort
-                                 after the last consumed file of that input.
+                                 after the last file the source admitted from that input
+                                 (see ``lateFiles``).
 format                 parquet   ``parquet``, ``csv`` (header row) or ``json`` (one object a line)
-timestampColumn        ts        event time: int64 milliseconds or a timestamp column
+timestampColumn        ts        event time: int64 milliseconds or a timestamp column; values
+                                 must lie in years 0001..9999 (Spark's timestamp range), else
+                                 the query fails naming input, file and row
 keyColumns             (none)    comma-separated key columns (empty: one global key)
-window                 required  window size, e.g. ``30 seconds``, ``30s``, ``1 minute``, ``500ms``
+window                 required  window size, e.g. ``30 seconds``, ``30s``, ``1 minute``, ``500ms``;
+                                 at most the supported event-time span (years 0001..9999)
 slide                  = window  slide (tumbling windows when equal to window)
 aggregates             required  e.g. ``count(*) as n, avg(value) as mean, first(value) as f``;
                                  split at top-level commas only (``first_where(v, a > 1)`` is one)
 stateLocation          required  directory for the runtime state (one per query, like a checkpoint)
-partitionGroups        16        number of partition groups (units of state); fixed at first start
+partitionGroups        16        number of partition groups (units of state); fixed at first start;
+                                 at most 4096 (each group is one state file per version)
 numPartitions          2         Spark tasks per micro-batch; each owns a range of partition
                                  groups and reads the batch's rows of every input
 maxRecordsPerTrigger   500000    input rows admitted per micro-batch: the earliest rows over all
@@ -37,6 +42,12 @@ endOfInput             never     when an input counts as finished, so that the l
                                  runs); ``exhausted`` (all files listed so far are consumed).
                                  A finished input stays finished; later files are ignored with
                                  a warning.
+lateFiles              fail      a file that appears after the source admitted a file that
+                                 sorts after it (it belongs to the past of the stream):
+                                 ``fail`` stops the query with an error naming the input and
+                                 the file; ``skip`` logs it, records it as skipped in the
+                                 input's manifest under ``stateLocation`` and counts it
+                                 (``late_files_skipped`` in the batch metrics); never read
 schema                 inferred  DDL of the input rows, e.g. ``ts bigint, meter string, v double``;
                                  inferred from the first file of the first input when omitted
 scheduler              (direct)  run each batch's partition groups as a plan of window operators
@@ -74,14 +85,24 @@ from spark_stream_sched.errors import ConfigError
 OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
-    "endOfInput", "schema", "scheduler", "workers", "idleTimeout",
+    "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles",
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 FORMATS = ("parquet", "csv", "json")
 OUT_OF_ORDER = ("fail", "drop")
 END_OF_INPUT = ("never", "availableNow", "exhausted")
+LATE_FILES = ("fail", "skip")
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 500_000
 DEFAULT_PARTITION_GROUPS = 16
+#: Upper bound of option ``partitionGroups``. Each group is one state file per committed version
+#: (and the last few versions are kept), so the count multiplies the files written and fsynced
+#: per micro-batch; 100,000 groups wrote 166,702 files (658 MB) without finishing a 2,000-row
+#: batch. 4096 keeps a batch's state writes bounded while leaving far more groups than tasks.
+MAX_PARTITION_GROUPS = 4096
+_PARTITION_GROUPS_WHY = (
+    ": each partition group is one state file per committed version, so this many groups "
+    "would write that many files every micro-batch; use a small multiple of numPartitions "
+    f"(default {DEFAULT_PARTITION_GROUPS})")
 DEFAULT_NUM_PARTITIONS = 2
 
 _DDL_TYPES: dict[str, pa.DataType] = {
@@ -116,6 +137,7 @@ class SourceConfig:
     scheduler: str | None
     idle_timeout_ms: int | None = None
     workers: int = 1
+    late_files: str = "fail"
 
     @property
     def n_inputs(self) -> int:
@@ -126,12 +148,14 @@ class SourceConfig:
 def parse_duration(option: str, text: str) -> int:
     """Parse ``"30 seconds"``/``"30s"``/``"500ms"``/``"1 minute"`` into positive milliseconds.
 
-    Uses the runtime's parser (one grammar for CLI, configs and Spark options).
+    Uses the runtime's parser (one grammar for CLI, configs and Spark options), which also
+    refuses durations longer than the supported event-time span (years 0001..9999), so an
+    overflowing ``window`` fails here, on the driver, and not in an executor.
     """
     from spark_stream_sched.runtime.windows import parse_duration as runtime_parse
 
     try:
-        return runtime_parse(text, f"option {option}")
+        return runtime_parse(text, "value")
     except ConfigError as exc:
         raise ConfigError(f"option {option}={text!r}: {exc}") from exc
 
@@ -175,14 +199,20 @@ def choice_option(option: str, text: str, choices: tuple[str, ...]) -> str:
     raise ConfigError(f"option {option}={text!r} is not one of {', '.join(choices)}")
 
 
-def int_option(option: str, text: str, minimum: int) -> int:
-    """Parse an integer option of at least ``minimum`` (ConfigError naming ``option``)."""
+def int_option(option: str, text: str, minimum: int, maximum: int | None = None,
+               why: str = "") -> int:
+    """Parse an integer option in ``minimum .. maximum`` (ConfigError naming ``option``).
+
+    ``why`` explains the maximum in the error message.
+    """
     try:
         value = int(text.strip())
     except ValueError:
         raise ConfigError(f"option {option}={text!r} is not an integer") from None
     if value < minimum:
         raise ConfigError(f"option {option}={text!r} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"option {option}={text!r} must be at most {maximum}{why}")
     return value
 
 
@@ -277,7 +307,8 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
         aggregates=_check_aggregates(opts["aggregates"]),
         state_location=opts["stateLocation"].strip(),
         partition_groups=int_option("partitionGroups",
-                              opts.get("partitionGroups", str(DEFAULT_PARTITION_GROUPS)), 1),
+                                    opts.get("partitionGroups", str(DEFAULT_PARTITION_GROUPS)),
+                                    1, MAX_PARTITION_GROUPS, _PARTITION_GROUPS_WHY),
         num_partitions=int_option("numPartitions",
                             opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1),
         max_records_per_trigger=limit or None,
@@ -286,6 +317,7 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
         schema=parse_ddl(schema_text) if schema_text else None,
         scheduler=_strategy(opts.get("scheduler", "")),
         workers=int_option("workers", opts.get("workers", "1"), 1),
+        late_files=choice_option("lateFiles", opts.get("lateFiles", "fail"), LATE_FILES),
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),
     )

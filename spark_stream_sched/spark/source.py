@@ -7,11 +7,14 @@ format also writes: ``df.writeStream.format("ordered-agg")`` is the sink of ``sp
 
 How a micro-batch runs:
 
-* driver, ``latestOffset(start, limit)``: advance each input's cursor by its fair share of the
-  row limit (``io/inputs.py``); the end offset records each input's largest event time, so the
-  ready bound ``R = min_j last_ts(j)`` is a function of the offset alone;
+* driver, ``latestOffset(start, limit)``: list each input, append the new files to the input's
+  durable manifest (``io/manifest.py``; late-sorting files fail or are skipped, option
+  ``lateFiles``), then advance each input's cursor over the manifest's files by its fair share
+  of the row limit (``io/inputs.py``); the end offset records each input's largest event time,
+  so the ready bound ``R = min_j last_ts(j)`` is a function of the offset alone;
 * driver, ``partitions(start, end)``: one partition per range of partition groups, carrying the
-  two offsets and the files between them;
+  two offsets and the manifest's files between them — never a fresh listing, so a replayed
+  batch reads exactly the files and rows it planned;
 * executor, ``read(partition)``: read the rows between the offsets, keep those whose key hashes
   to one of the partition's groups, and for each group load state version ``start``, release the
   rows with ``ts < R`` in the total order ``(ts, input, seq)`` into the window operator, write
@@ -30,6 +33,17 @@ End of input: with option ``endOfInput`` an input counts as finished once its fi
 ``Trigger.AvailableNow`` query started). Once every input has finished, ``R`` is +infinity and
 the last windows are flushed. With the default ``never`` the last windows stay open, waiting for
 more files, as Spark's own watermarked windows do.
+
+One query per ``stateLocation``: the driver process holds ``<stateLocation>/_lock``
+(``spark/location_lock.py``) from its first driver call until the query stops; a second query
+on the same location fails before planning anything, naming the holder.
+
+Crash points (``testing/faults.py``): ``source.planned`` at the start of ``partitions()``, i.e.
+right after Spark logged the batch's end offset, with ``batch`` = the number of batches this
+driver process planned before (equal to Spark's batch id for a fresh query in one process) and
+``seq`` = the end offset's total row count; ``source.state_written`` after a partition wrote
+its groups' state, with ``batch`` = Spark's batch id (``streaming.sql.batchId``), ``partition``
+and ``seq``.
 """
 
 from __future__ import annotations
@@ -44,6 +58,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -62,6 +77,7 @@ from pyspark.sql.types import StructType
 from spark_stream_sched.errors import ConfigError, InputError
 from spark_stream_sched.io import inputs as io_inputs
 from spark_stream_sched.io.inputs import Cursor, InputStream
+from spark_stream_sched.io.manifest import FileManifest
 from spark_stream_sched.runtime.keys import (
     assign_to_partition_group,
     group_range_for_task,
@@ -71,8 +87,10 @@ from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX, event
 from spark_stream_sched.runtime.window import WINDOW_END, WINDOW_START, WindowAggregator
 from spark_stream_sched.runtime.windows import WindowSpec
 from spark_stream_sched.spark import state_store
+from spark_stream_sched.spark.location_lock import LocationLock
 from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
 from spark_stream_sched.spark.options import SourceConfig, parse_options
+from spark_stream_sched.testing.faults import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +220,8 @@ class GroupRangePartition(InputPartition):
     start: dict[str, Any]
     end: dict[str, Any]
     files: tuple[tuple[str, ...], ...]
+    #: late files skipped so far over all inputs (``lateFiles=skip``), for the metrics line
+    late_files_skipped: int = 0
 
 
 class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -210,24 +230,51 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     Notes
     -----
     ``initialOffset``, ``latestOffset``, ``getDefaultReadLimit``, ``partitions``, ``commit`` and
-    ``prepareForTriggerAvailableNow`` run on the driver in one long-lived process. ``read()``
-    runs on executors on a pickled copy of this object and is stateless: all it needs comes from
-    the partition and the state files.
+    ``prepareForTriggerAvailableNow`` run on the driver in one long-lived process; the first of
+    them takes the state location's lock and loads the input manifests (not ``__init__``: Spark's
+    planner worker also creates a reader, to pickle it for ``read()``). ``read()`` runs on
+    executors on a pickled copy of this object and is stateless: all it needs comes from the
+    partition and the state files.
     """
 
     def __init__(self, plan: QueryPlan, schema: StructType) -> None:
         self._plan = plan
         self._schema = schema
-        self._frozen_files: list[list[str]] | None = None
+        #: per input, how many manifest files Trigger.AvailableNow froze (None: not frozen)
+        self._frozen_lengths: list[int] | None = None
+        self._manifests: list[FileManifest] | None = None
+        self._lock = LocationLock(plan.config.state_location)
+        self._planned = 0  # batches planned by this driver process (crash point ``batch``)
         #: input id -> clock reading when the driver last saw new rows of the input (or, after
         #: a restart, first saw none)
         self._quiet_since: dict[int, float] = {}
         self._clock = time.monotonic  # replaced by tests
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the driver's lock and manifests (executors never need them)."""
+        state = dict(self.__dict__)
+        state.update(_manifests=None, _lock=LocationLock(self._plan.config.state_location))
+        return state
+
     # -- driver --------------------------------------------------------------------------------
+
+    def _driver_manifests(self) -> list[FileManifest]:
+        """Take the state location's lock and load the input manifests (first driver call)."""
+        if self._manifests is None:
+            self._lock.acquire()
+            c = self._plan.config
+            self._manifests = [FileManifest(c.state_location, j, path)
+                               for j, path in enumerate(c.inputs)]
+        return self._manifests
+
+    def _sync_manifests(self, late_files: str, admit_new: bool) -> None:
+        """Append newly listed files to the manifests; handle late files by ``late_files``."""
+        for manifest in self._driver_manifests():
+            manifest.sync(io_inputs.list_files(manifest.input_path), late_files, admit_new)
 
     def initialOffset(self) -> dict[str, Any]:
         """Offset before the first row of every input."""
+        self._driver_manifests()
         return Offset.initial(self._plan.config.n_inputs).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -236,15 +283,29 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Freeze each input's file listing: the query stops at the data present now."""
-        self._frozen_files = [io_inputs.list_files(s.path) for s in self._plan.streams]
-        log.info("Trigger.AvailableNow: %s files frozen",
-                 [len(f) for f in self._frozen_files])
+        """Freeze each input's manifest length: the query stops at the data present now.
+
+        Files present now are appended to the manifests first. Late files are skipped now with
+        ``lateFiles=skip``; with ``fail`` they are reported by the next ``latestOffset``, so a
+        batch Spark replays first (it was planned before the crash) still completes.
+        """
+        late_files = "skip" if self._plan.config.late_files == "skip" else "defer"
+        self._sync_manifests(late_files, admit_new=True)
+        self._frozen_lengths = [len(m.admitted) for m in self._driver_manifests()]
+        log.info("Trigger.AvailableNow: %s files frozen", self._frozen_lengths)
 
     def _files(self, input_id: int) -> list[str]:
-        if self._frozen_files is not None:
-            return self._frozen_files[input_id]
-        return io_inputs.list_files(self._plan.config.inputs[input_id])
+        """The manifest's files of one input (up to the frozen length under AvailableNow)."""
+        admitted = self._driver_manifests()[input_id].admitted
+        if self._frozen_lengths is not None:
+            return admitted[: self._frozen_lengths[input_id]]
+        return admitted
+
+    def _check_unread_files(self, files: list[list[str]], cursors: Sequence[Cursor]) -> None:
+        """Refuse admitted files that changed size, from each cursor's file onward."""
+        for manifest, names, cursor in zip(self._driver_manifests(), files, cursors, strict=True):
+            if not cursor.finished:
+                manifest.check_unchanged(_files_from(names, cursor.file))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Advance the cursors by at most the limit's rows: the earliest rows over all inputs.
@@ -258,8 +319,11 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if not isinstance(limit, ReadMaxRows | ReadAllAvailable):
             budget = c.max_records_per_trigger
+        # Durable before the offset that refers to the files is returned (and logged by Spark).
+        self._sync_manifests(c.late_files, admit_new=self._frozen_lengths is None)
         streams, cursors = self._plan.streams, offset.cursors
         files = [self._files(j) for j in range(c.n_inputs)]
+        self._check_unread_files(files, cursors)
         avail = [0 if cur.finished else io_inputs.available_rows(files[j], cur, c.format, budget)
                  for j, cur in enumerate(cursors)]
         shares = avail
@@ -272,7 +336,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                                                    budget)
             heads = [p[:n] for p, n in zip(peeked, shares, strict=True)]
         finish = c.end_of_input == "exhausted" or (
-            c.end_of_input == "availableNow" and self._frozen_files is not None)
+            c.end_of_input == "availableNow" and self._frozen_lengths is not None)
         cursors = tuple(
             io_inputs.advance(stream, files[j], cursors[j], shares[j], c.timestamp_column,
                               c.out_of_order, finish, heads[j])
@@ -309,40 +373,71 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return tuple(marked)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One partition per range of partition groups; ``[]`` for an empty batch."""
+        """One partition per range of partition groups; ``[]`` for an empty batch.
+
+        The files come from the input manifests, never from a fresh listing: a batch that Spark
+        replays after a crash reads exactly the files and rows it planned. Late files are not
+        looked for here (the next ``latestOffset`` reports them), so the replay completes.
+        """
         c = self._plan.config
         first, last = parse_offset(start, c.n_inputs), parse_offset(end, c.n_inputs)
+        crash_point("source.planned", batch=self._planned, seq=last.total_seq)
+        self._planned += 1
         if first == last:
             return []
-        files = tuple(_files_between(self._files(j), first.cursors[j].file,
-                                     last.cursors[j].file) for j in range(c.n_inputs))
+        manifests = self._driver_manifests()
+        for manifest, cursor in zip(manifests, last.cursors, strict=True):
+            if cursor.file is not None and not manifest.entries:  # state from before manifests
+                manifest.sync(io_inputs.list_files(manifest.input_path), "defer")
+        files = tuple(_files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
+                      for j, m in enumerate(manifests))
+        for manifest, batch_files in zip(manifests, files, strict=True):
+            manifest.check_unchanged(batch_files)
         n_tasks = min(c.num_partitions, c.partition_groups)
+        skipped = sum(m.skipped_count for m in manifests)
         return [GroupRangePartition(i, tuple(group_range_for_task(i, n_tasks, c.partition_groups)),
-                                    start, end, files)
+                                    start, end, files, skipped)
                 for i in range(n_tasks)]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Prune state versions older than ``end`` (the last few are kept)."""
+        self._driver_manifests()
         c = self._plan.config
         version = version_id(parse_offset(end, c.n_inputs))
         deleted = state_store.prune(c.state_location, version)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
+
+    def stop(self) -> None:
+        """Release the state location's lock (called by Spark when the query terminates)."""
+        self._lock.release()
 
     # -- executors -----------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Run the partition's groups from version ``start`` to ``end``; yield closed windows."""
         assert isinstance(partition, GroupRangePartition)
-        batch = _BatchRun(self._plan, partition)
+        batch = _BatchRun(self._plan, partition, _spark_batch_id())
         started = time.perf_counter()
         result = batch.run()
         batch.metrics["seconds"] = round(time.perf_counter() - started, 4)
+        batch.metrics["late_files_skipped"] = partition.late_files_skipped
         log.info("ordered-agg partition %d of batch %s: %s", partition.index,
                  version_id(batch.end), json.dumps(batch.metrics, sort_keys=True))
         if result.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
             yield from _to_spark(result, arrow_schema, self._plan.ts_is_timestamp).to_batches(
                 max_chunksize=OUTPUT_BATCH_ROWS)
+
+
+def _spark_batch_id() -> str | None:
+    """Spark's id of the micro-batch this task belongs to (None outside a streaming task)."""
+    context = TaskContext.get()
+    return context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+
+
+def _files_from(files: list[str], first: str | None) -> list[str]:
+    """Files from ``first`` (the file a cursor is in; the beginning when None) onward."""
+    return files[files.index(first):] if first in files else list(files)
 
 
 def _files_between(files: list[str], first: str | None, last: str | None) -> tuple[str, ...]:
@@ -369,10 +464,12 @@ def _to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) 
 class _BatchRun:
     """Moves the partition's groups from state version ``start`` to ``end``."""
 
-    def __init__(self, plan: QueryPlan, partition: GroupRangePartition) -> None:
+    def __init__(self, plan: QueryPlan, partition: GroupRangePartition,
+                 batch_id: str | None = None) -> None:
         n = plan.config.n_inputs
         self.plan = plan
         self.partition = partition
+        self.batch_id = batch_id
         self.start = parse_offset(partition.start, n)
         self.end = parse_offset(partition.end, n)
         self.metrics: dict[str, Any] = {}
@@ -441,6 +538,8 @@ class _BatchRun:
             states, outputs = self.run_on_executor(per_group)
         state_store.save_groups(self.plan.config.state_location, version_id(self.end), states,
                                 {"bound": self.bound})
+        crash_point("source.state_written", batch=self.batch_id, partition=self.partition.index,
+                    seq=self.end.total_seq)
         out = pa.concat_tables(outputs)
         self.metrics.update({
             "rows_read": new_rows.num_rows, "late_dropped": new_rows.num_rows - rows.num_rows,

@@ -96,3 +96,16 @@ def test_durations_and_window_specs() -> None:
     #  ts = 7000, W = 10 s, S = 4 s:  windows [0,10000) and [4000,14000)
     assert list(WindowSpec(10_000, 4_000).windows_of(7000)) == [0, 1]
     assert list(WindowSpec(10_000, 4_000).windows_of(-1)) == [-2, -1]
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\\1", r"(?=a)b", r"(?<!x)y"])
+def test_rlike_patterns_re2_cannot_run_fail_when_parsed(pattern: str) -> None:
+    """RE2 (the engine rlike runs on) has no back-references or look-arounds: refused when the
+    aggregate is parsed (no schema needed), naming the pattern and RE2's reason."""
+    text = f"count_where(s rlike '{pattern}') as n"
+    refused = r"bad regular expression .*RE2, the engine rlike runs on, refuses it \(Invalid"
+    with pytest.raises(ExpressionError, match=refused) as info:
+        parse_aggregates([text])
+    assert repr(pattern.replace("\\\\", "\\")) in str(info.value)  # the pattern as compiled
+    with pytest.raises(ExpressionError, match=r"RE2 has no back-references"):
+        Predicate.compile(f"s rlike '{pattern}'", SCHEMA)

@@ -75,3 +75,30 @@ def test_ddl_schema() -> None:
         pa.field("at", pa.timestamp("us", tz="UTC"))])
     with pytest.raises(ConfigError, match="cannot parse 'v decimal'"):
         parse_ddl("ts bigint, v decimal")
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("window", "9223372036854775807 days",
+     r"option window='9223372036854775807 days': value .* is 796899343984252629724800000 ms, "
+     r"longer than the supported event-time span of 315537897600000 ms"),
+    ("window", "3652500 days", r"option window='3652500 days': .*longer than the supported"),
+    ("slide", "106751991167301 days", r"option slide='106751991167301 days': .*longer than"),
+    ("aggregates", r"count_where(name rlike '(a)\\1') as n",
+     r"option aggregates=.*bad regular expression '\(a\)\\\\1': RE2, the engine rlike runs "
+     r"on, refuses it \(Invalid regular expression: invalid escape sequence"),
+    ("partitionGroups", "100000",
+     r"option partitionGroups='100000' must be at most 4096: each partition group is one "
+     r"state file per committed version"),
+])
+def test_values_that_would_fail_at_run_time_fail_at_load(key: str, value: str,
+                                                         message: str) -> None:
+    """Issue 12 defect 6: an overflowing window, an rlike RE2 cannot run and an unbounded
+    partitionGroups are refused on the driver, at load(), naming option and value."""
+    with pytest.raises(ConfigError, match=message):
+        parse_options(BASE | {key: value})
+
+
+def test_partition_groups_are_bounded_at_4096() -> None:
+    assert parse_options(BASE | {"partitionGroups": "4096"}).partition_groups == 4096
+    with pytest.raises(ConfigError, match="option partitionGroups='4097' must be at most 4096"):
+        parse_options(BASE | {"partitionGroups": "4097"})

@@ -1,0 +1,228 @@
+"""Durable per-input file manifests: the files an input's cursors refer to, in admission order.
+
+A directory listing changes under a running query; an offset that Spark has logged must not.
+So the driver records every file it admits into an input in an append-only log, the way Spark's
+own ``FileStreamSource`` keeps a metadata log, and plans batches from that log only::
+
+    <stateLocation>/inputs/input-0000.log     one JSON object a line, appended and fsync'ed
+
+    {"index": 0, "file": "/data/in0/part-0000.parquet", "size": 5120,
+     "mtime_ns": 1700000000123456789, "skipped": false}          (one line in the file)
+
+Contract (called on the driver, by the one process that holds the state location's lock):
+
+* files are appended in name order *before* ``latestOffset`` returns an offset that refers to
+  them, so a replayed batch (same offsets) reads exactly the files and rows it planned, whatever
+  was added to the directory since;
+* a listed file that is not in the manifest and sorts *after* its last file is new and is
+  appended; one that sorts *before* it is **late** (it would belong to the past of the stream):
+  with ``lateFiles=fail`` an :class:`~spark_stream_sched.errors.InputError` names it, with
+  ``lateFiles=skip`` it is logged, recorded with ``"skipped": true`` (so it is reported once and
+  never read) and counted;
+* the size recorded for a file must not change (files are immutable once visible): a changed
+  size is an :class:`~spark_stream_sched.errors.InputError` naming the file;
+* a torn last line (the driver died while appending, before the offset that needed it was
+  returned) is dropped and cut off; any other unreadable line is a
+  :class:`~spark_stream_sched.errors.StateError` naming the file and the line number.
+
+Pure Python: no pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spark_stream_sched.errors import InputError, StateError
+from spark_stream_sched.spark.state_store import fsync_dir
+
+log = logging.getLogger(__name__)
+
+MANIFEST_DIR = "inputs"
+LATE_FILE_POLICIES = ("fail", "skip")
+_KEYS = ("index", "file", "size", "mtime_ns", "skipped")
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One admitted (or skipped) file of an input."""
+
+    index: int
+    file: str
+    size: int
+    mtime_ns: int
+    skipped: bool = False
+
+    def to_line(self) -> bytes:
+        """The entry as one JSON line with the fixed key order."""
+        record = {"index": self.index, "file": self.file, "size": self.size,
+                  "mtime_ns": self.mtime_ns, "skipped": self.skipped}
+        return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+
+def manifest_path(location: str, input_id: int) -> str:
+    """Path of input ``input_id``'s manifest under a state location."""
+    return os.path.join(location, MANIFEST_DIR, f"input-{input_id:04d}.log")
+
+
+def _entry(raw: Any, index: int) -> ManifestEntry | None:
+    ok = (isinstance(raw, dict) and set(raw) == set(_KEYS) and raw["index"] == index
+          and isinstance(raw["file"], str) and isinstance(raw["size"], int)
+          and isinstance(raw["mtime_ns"], int) and isinstance(raw["skipped"], bool))
+    return ManifestEntry(**raw) if ok else None
+
+
+def read_manifest(path: str) -> tuple[list[ManifestEntry], int]:
+    """Entries of a manifest file and the byte length of its complete lines.
+
+    A missing file is an empty manifest. The last line is *torn* when it lacks its newline (a
+    crash mid-append); it is not returned, and the length tells the caller where to cut.
+
+    Raises
+    ------
+    StateError
+        A complete line that is not a manifest entry (naming the file and the line number).
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return [], 0
+    complete = data[: data.rfind(b"\n") + 1]
+    entries = []
+    for number, line in enumerate(complete.splitlines(), start=1):
+        try:
+            entry = _entry(json.loads(line), number - 1)
+        except ValueError:
+            entry = None
+        if entry is None:
+            raise StateError(
+                f"input manifest {path} line {number} is corrupt: {line[:200]!r}; the manifest "
+                f"records which files each batch reads — restore it from a backup, or start the "
+                f"query with a new checkpointLocation and stateLocation")
+        entries.append(entry)
+    return entries, len(complete)
+
+
+def late_file_error(input_id: int, input_path: str, files: Sequence[str],
+                    last: str) -> InputError:
+    """The error for files that sort before the last file already admitted into an input."""
+    return InputError(
+        f"input {input_id} ({input_path!r}): file {files[0]!r} appeared after the source had "
+        f"already admitted {last!r}, which sorts after it ({len(files)} such file(s)); it would "
+        f"belong to the past of the stream, so it is neither read nor ignored in silence — "
+        f"give it a name that sorts after {os.path.basename(last)!r}, remove it, or set option "
+        f"lateFiles=skip to log and count such files without reading them")
+
+
+class FileManifest:
+    """The manifest of one input: load, append new files, record late ones (driver only)."""
+
+    def __init__(self, location: str, input_id: int, input_path: str) -> None:
+        self.path = manifest_path(location, input_id)
+        self.input_id = input_id
+        self.input_path = input_path
+        self.entries, good = read_manifest(self.path)
+        self._cut_torn_tail(good)
+        self._known = {e.file: e for e in self.entries}
+
+    def _cut_torn_tail(self, good: int) -> None:
+        if os.path.exists(self.path) and os.path.getsize(self.path) > good:
+            log.warning("input manifest %s: dropping a torn last line (crash while appending)",
+                        self.path)
+            os.truncate(self.path, good)
+
+    @property
+    def admitted(self) -> list[str]:
+        """Files to read, in stream order (skipped files excluded)."""
+        return [e.file for e in self.entries if not e.skipped]
+
+    @property
+    def skipped_count(self) -> int:
+        """Late files recorded as skipped (``lateFiles=skip``)."""
+        return sum(e.skipped for e in self.entries)
+
+    @property
+    def last_file(self) -> str | None:
+        """The last admitted file (every later file must sort after it)."""
+        admitted = self.admitted
+        return admitted[-1] if admitted else None
+
+    def classify(self, listed: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Split listed files unknown to the manifest into (new, late), each in name order."""
+        last = self.last_file
+        unknown = sorted(f for f in listed if f not in self._known)
+        if last is None:
+            return unknown, []
+        return [f for f in unknown if f > last], [f for f in unknown if f < last]
+
+    def sync(self, listed: Sequence[str], late_files: str, admit_new: bool = True,
+             warn: Callable[..., None] = log.warning) -> list[str]:
+        """Record what a fresh listing shows; return the late files found.
+
+        New files are appended when ``admit_new`` (False while ``Trigger.AvailableNow`` holds
+        the manifest frozen). Late files raise with ``late_files="fail"``, are appended as
+        skipped with ``"skip"``, and are only returned with ``"defer"`` (the caller reports
+        them at its next planning step).
+        """
+        new, late = self.classify(listed)
+        if late and late_files == "fail":
+            raise late_file_error(self.input_id, self.input_path, late, str(self.last_file))
+        if late and late_files == "skip":
+            warn("input %d (%r): skipping %d late file(s) that sort before %r, e.g. %r "
+                 "(lateFiles=skip); they are recorded in %s and never read", self.input_id,
+                 self.input_path, len(late), self.last_file, late[0], self.path)
+            self.append(late, skipped=True)
+        if admit_new and new:
+            self.append(new)
+        return late
+
+    def append(self, files: Sequence[str], skipped: bool = False) -> None:
+        """Append ``files`` (stat'ed now) and make them durable before returning."""
+        if not files:
+            return
+        start = len(self.entries)
+        added = [ManifestEntry(start + i, f, *_stat(f), skipped=skipped)
+                 for i, f in enumerate(files)]
+        created = not os.path.exists(self.path)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "ab") as fh:
+            fh.write(b"".join(e.to_line() for e in added))
+            fh.flush()
+            os.fsync(fh.fileno())
+        if created:
+            fsync_dir(os.path.dirname(self.path))
+        self.entries.extend(added)
+        self._known.update((e.file, e) for e in added)
+
+    def check_unchanged(self, files: Sequence[str]) -> None:
+        """Fail when an admitted file's size differs from the recorded one.
+
+        Raises
+        ------
+        InputError
+            Naming the file, both sizes and what to do; a vanished file is also an error.
+        """
+        for path in files:
+            size, _ = _stat(path)
+            recorded = self._known[path].size
+            if size != recorded:
+                raise InputError(
+                    f"input {self.input_id} file {path!r} was {recorded} bytes when the source "
+                    f"admitted it and is {size} bytes now; files of an input must not change "
+                    f"once visible (write them elsewhere and rename them into place) — restore "
+                    f"the file, or start a new query with a fresh checkpointLocation and "
+                    f"stateLocation")
+
+
+def _stat(path: str) -> tuple[int, int]:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"input file {path!r} has disappeared; files of an input must stay "
+                         f"until the query has consumed and committed them") from None
+    return stat.st_size, stat.st_mtime_ns

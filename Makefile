@@ -9,14 +9,14 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-cluster lint bench clean
+.PHONY: demo test test-cluster test-compose lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]" --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e ".[test,bench]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -27,11 +27,19 @@ test: $(STAMP)
 
 # Real Spark standalone cluster (master + 2 workers started from the installed pyspark).
 test-cluster: $(STAMP)
-	$(BIN)/python -m pytest integration -q -m cluster
+	$(BIN)/python -m pytest integration -q -m "cluster and not compose"
+
+# The same tests on the docker-compose cluster (needs root: installs Docker and debootstrap
+# from Debian's packages when they are missing, starts dockerd if none runs).
+test-compose: $(STAMP)
+	command -v dockerd >/dev/null && command -v docker-compose >/dev/null \
+		&& command -v debootstrap >/dev/null || (apt-get update -q \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io docker-compose debootstrap)
+	$(BIN)/python -m pytest integration -q -m compose
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy spark_stream_sched/runtime
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/spark-stream-sched bench all

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyspark
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
+JOB = Path(__file__).resolve().parents[1] / "spark_stream_sched" / "jobs" / "ordered_agg_job.py"
 
 
 def free_port() -> int:
@@ -98,6 +99,22 @@ class StandaloneCluster:
         return self._spawn(f"worker-{index}", "org.apache.spark.deploy.worker.Worker", self.url,
                            "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
                            "--webui-port", str(port), "--work-dir", str(work))
+
+    def job_dir(self, name: str) -> Path:
+        """A fresh directory for one job's config, data, output and checkpoint."""
+        path = self.root / "jobs" / name
+        path.mkdir(parents=True)
+        return path
+
+    def submit(self, config: Path) -> subprocess.Popen[str]:
+        """spark-submit the ordered-agg job with ``config`` to this cluster."""
+        command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.url,
+                   "--conf", f"spark.pyspark.python={sys.executable}",
+                   "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
+                   "--conf", "spark.ui.enabled=false", str(JOB), "--conf", str(config),
+                   "--quiet"]
+        return subprocess.Popen(command, env=spark_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd=config.parent)
 
     def cores_used(self, index: int) -> int:
         """Cores that running executors use on worker ``index``, as the master reports it."""

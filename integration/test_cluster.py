@@ -1,29 +1,26 @@
-"""spark-submit of the ordered-agg job on a real standalone cluster (master + 2 workers).
+"""spark-submit of the ordered-agg job on a real cluster (master + 2 workers).
 
-Both tests compare the job's Parquet output with the reference oracle run on the same generated
-inputs. The second kills one worker (its JVM and its executors, SIGKILL) after the first
-micro-batch has committed: Spark must finish the query on the surviving worker with the same
-result, because ``read()`` is stateless and every batch's state is versioned on disk.
+Each test runs twice: on a standalone cluster started from the installed pyspark, and on the
+docker-compose cluster of ``docker-compose.yml`` (marker ``compose``). Both tests compare the
+job's Parquet output with the reference oracle run on the same generated inputs. The second
+kills one worker (its JVM and its executors, SIGKILL) after the first micro-batch has
+committed: Spark must finish the query on the surviving worker with the same result, because
+``read()`` is stateless and every batch's state is versioned on disk.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from spark_stream_sched.data.files import read_input
+from spark_stream_sched.inputs import read_input
 from spark_stream_sched.jobs.results import read_output
 from spark_stream_sched.runtime.windows import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
-from .cluster import SPARK_HOME, StandaloneCluster, spark_env
-
 pytestmark = pytest.mark.cluster
-JOB = Path(__file__).resolve().parents[1] / "spark_stream_sched" / "jobs" / "ordered_agg_job.py"
 AGGREGATES = ["count(*) as readings", "avg(value) as avg_kwh", "first(value) as first_kwh",
               "count_where(kind = 'alarm') as alarms"]
 
@@ -58,16 +55,6 @@ aggregates = [{quoted}]
     return config
 
 
-def submit(cluster: StandaloneCluster, config: Path) -> subprocess.Popen[str]:
-    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.url,
-               "--conf", f"spark.pyspark.python={sys.executable}",
-               "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
-               "--conf", "spark.ui.enabled=false",
-               str(JOB), "--conf", str(config), "--quiet"]
-    return subprocess.Popen(command, env=spark_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=config.parent)
-
-
 def expected(root: Path) -> list[dict]:
     inputs = [read_input(d, "parquet") for d in sorted((root / "input").iterdir()) if d.is_dir()]
     return reference_aggregate(inputs, WindowSpec.parse("30s", "3s"), ["meter"], AGGREGATES)
@@ -95,17 +82,19 @@ def as_millis(rows: list[dict]) -> list[dict]:
     return out
 
 
-def test_spark_submit_on_standalone_cluster_matches_oracle(cluster, tmp_path) -> None:
-    proc = submit(cluster, write_config(tmp_path, rows=6000, per_trigger=2000))
+def test_spark_submit_on_a_cluster_matches_oracle(cluster, tmp_path) -> None:
+    root = cluster.job_dir(tmp_path.name)
+    proc = cluster.submit(write_config(root, rows=6000, per_trigger=2000))
     log, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, log[-3000:]
-    result = read_output(tmp_path / "output", ["meter"]).to_pylist()
-    assert_equal_rows(as_millis(result), expected(tmp_path))
+    result = read_output(root / "output", ["meter"]).to_pylist()
+    assert_equal_rows(as_millis(result), expected(root))
 
 
 def test_losing_a_worker_mid_query_still_gives_the_oracle_result(cluster, tmp_path) -> None:
-    proc = submit(cluster, write_config(tmp_path, rows=8000, per_trigger=1000))
-    commits = tmp_path / "checkpoint" / "commits"
+    root = cluster.job_dir(tmp_path.name)
+    proc = cluster.submit(write_config(root, rows=8000, per_trigger=1000))
+    commits = root / "checkpoint" / "commits"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         if commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()):
@@ -117,7 +106,7 @@ def test_losing_a_worker_mid_query_still_gives_the_oracle_result(cluster, tmp_pa
     try:
         log, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, log[-3000:]
-        result = read_output(tmp_path / "output", ["meter"]).to_pylist()
-        assert_equal_rows(as_millis(result), expected(tmp_path))
+        result = read_output(root / "output", ["meter"]).to_pylist()
+        assert_equal_rows(as_millis(result), expected(root))
     finally:
         cluster.restart_worker(0)

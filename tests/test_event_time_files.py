@@ -1,8 +1,9 @@
 """Extreme event times in real files (issue 12, defect 5): errors name input, file and row.
 
-Covers the three ways files enter: the Spark source's cursor reads (:mod:`spark_stream_sched.io
-.inputs`, pure, no JVM), :func:`~spark_stream_sched.data.files.read_input` and the standalone
-``spark-stream-sched aggregate`` command.
+Covers the three ways files enter, all through the input layer: the Spark source's cursor reads
+(:mod:`spark_stream_sched.inputs.cursors`, pure, no JVM), the static snapshot
+:func:`~spark_stream_sched.inputs.read_input` and the standalone ``spark-stream-sched aggregate``
+command.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_stream_sched.data.files import read_input
+from spark_stream_sched import inputs
 from spark_stream_sched.errors import InputError
-from spark_stream_sched.io import inputs
-from spark_stream_sched.io.inputs import Cursor, InputStream
+from spark_stream_sched.inputs import Cursor, InputStream, read_input
 from spark_stream_sched.runtime.packets import TS_MAX
 
 MS = 1_700_000_000_000

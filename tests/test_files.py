@@ -1,4 +1,7 @@
-"""Input streams survive a round trip through Parquet, CSV and JSON-lines directories."""
+"""Input streams survive a round trip through Parquet, CSV and JSON-lines directories.
+
+All through the one input layer, :mod:`spark_stream_sched.inputs`.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spark_stream_sched.data.files import FORMATS, read_input, write_input, write_inputs
 from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.data.soundcloud import soundcloud_streams
 from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.inputs import FORMATS, read_input, write_input, write_inputs
 
 ALL_FORMATS = list(FORMATS)
 
@@ -24,7 +27,7 @@ def _tricky_strings() -> pa.Table:
 def test_smart_grid_round_trip(tmp_path: Path, fmt: str) -> None:
     table = smart_grid_streams(1, rows=3_000, null_rate=0.2, string_meter_ids=True, seed=1)[0]
     files = write_input(table, tmp_path / "in", fmt, n_files=4)
-    assert [f.name for f in files] == [f"part-{i:05d}{FORMATS[fmt][0]}" for i in range(4)]
+    assert [f.name for f in files] == [f"part-{i:05d}{FORMATS[fmt].suffix}" for i in range(4)]
     assert read_input(tmp_path / "in", fmt, schema=table.schema).equals(table)
     inferred = read_input(tmp_path / "in", fmt)
     assert inferred.column_names == table.column_names
@@ -71,7 +74,7 @@ def test_more_files_than_rows_and_write_inputs(tmp_path: Path) -> None:
 def test_malformed_file_names_the_file(tmp_path: Path, fmt: str, content: bytes) -> None:
     good = pa.table({"ts": pa.array([0], pa.int64()), "value": [1.0]})
     write_input(good, tmp_path, fmt)
-    bad = tmp_path / f"part-00001{FORMATS[fmt][0]}"
+    bad = tmp_path / f"part-00001{FORMATS[fmt].suffix}"
     bad.write_bytes(content)
     with pytest.raises(InputError, match="part-00001"):
         read_input(tmp_path, fmt)
@@ -88,23 +91,37 @@ def test_mismatched_schemas_name_the_file(tmp_path: Path) -> None:
 def test_missing_or_extra_columns_name_the_file(tmp_path: Path) -> None:
     write_input(pa.table({"ts": [1], "v": [1.0]}), tmp_path / "a", "csv")
     (tmp_path / "a" / "part-00001.csv").write_text("ts\n2\n")
-    with pytest.raises(InputError, match="part-00001.csv has columns"):
+    with pytest.raises(InputError, match="part-00001.csv"):
         read_input(tmp_path / "a", "csv")
     (tmp_path / "a" / "part-00001.csv").write_text("v,ts\n2.5,2\n")
-    # part-00000 holds v = 1.0 written as "1": inferred int64, widened to double
+    # part-00000 holds v = 1.0 written as "1.0": the first file's schema has v double
+    assert (tmp_path / "a" / "part-00000.csv").read_text().splitlines()[1] == '1,"1.0"'
     assert read_input(tmp_path / "a", "csv").to_pydict() == {"ts": [1, 2], "v": [1.0, 2.5]}
     (tmp_path / "a" / "part-00001.csv").write_text("v,ts\nabc,2\n")
-    with pytest.raises(InputError, match="part-00001.csv has schema"):
+    with pytest.raises(InputError, match="part-00001.csv"):
         read_input(tmp_path / "a", "csv")
+
+
+def test_the_first_file_with_a_row_decides_the_schema(tmp_path: Path) -> None:
+    """One rule for the CLI and the source: later files are parsed as the first one's types."""
+    (tmp_path / "part-0.csv").write_text("ts,v\n")  # header only: no row, no types
+    (tmp_path / "part-1.csv").write_text("ts,v\n1,1\n")  # v infers int64 here ...
+    (tmp_path / "part-2.csv").write_text("ts,v\n2,2.5\n")  # ... so 2.5 does not fit
+    with pytest.raises(InputError, match=r"part-2\.csv"):
+        read_input(tmp_path, "csv")
+    schema = pa.schema([("ts", pa.int64()), ("v", pa.float64())])
+    assert read_input(tmp_path, "csv", schema=schema).to_pydict() == {"ts": [1, 2],
+                                                                      "v": [1.0, 2.5]}
 
 
 def test_missing_and_empty_inputs(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="does not exist"):
+    with pytest.raises(InputError, match="neither a directory, a file nor a glob"):
         read_input(tmp_path / "nope", "csv")
     (tmp_path / "x.parquet").write_bytes(b"")
-    with pytest.raises(InputError, match="no csv files"):
+    with pytest.raises(ConfigError, match="no input file .* holds a row"):
         read_input(tmp_path, "csv")
-    with pytest.raises(ConfigError, match="unknown input format"):
+    assert read_input(tmp_path, "csv", schema=pa.schema([("ts", pa.int64())])).num_rows == 0
+    with pytest.raises(ConfigError, match="'avro' is not an input format"):
         read_input(tmp_path, "avro")
     with pytest.raises(ConfigError):
         write_input(pa.table({"ts": [1]}), tmp_path, "parquet", n_files=0)

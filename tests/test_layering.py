@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 RUNTIME = pathlib.Path(__file__).resolve().parents[1] / "spark_stream_sched" / "runtime"
+SPARK_PKG = "spark_stream_sched.spark"
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:
@@ -27,6 +28,20 @@ def test_runtime_modules_never_import_pyspark() -> None:
     offenders = {str(f): sorted(m for m in imported_modules(f) if m.split(".")[0] == "pyspark")
                  for f in files}
     assert {f: m for f, m in offenders.items() if m} == {}
+
+
+def test_the_input_layer_never_imports_pyspark() -> None:
+    """``inputs/`` is pure Python + PyArrow: the CLI reads files without a JVM."""
+    files = sorted((RUNTIME.parent / "inputs").glob("*.py"))
+    assert len(files) >= 5, "the inputs package seems to be missing"
+    offenders = {str(f): sorted(m for m in imported_modules(f)
+                                if m.split(".")[0] == "pyspark" or m.startswith(SPARK_PKG))
+                 for f in files}
+    assert {f: m for f, m in offenders.items() if m} == {}
+    code = ("import sys, spark_stream_sched.inputs\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] == 'pyspark'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_importing_the_runtime_loads_no_pyspark() -> None:

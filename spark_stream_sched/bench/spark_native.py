@@ -61,8 +61,8 @@ DUPLICATES = (-1, -1)
 def prepare_data(root: Path, rows: int, n_inputs: int, keys: int,
                  seed: int) -> tuple[list[Path], list[pa.Table]]:
     """Generate the smart-grid streams and write them as ordered Parquet file directories."""
-    from spark_stream_sched.data.files import write_inputs
     from spark_stream_sched.data.smart_grid import smart_grid_streams
+    from spark_stream_sched.inputs import write_inputs
     from spark_stream_sched.jobs.runner import order_modification_times
 
     tables = smart_grid_streams(n_inputs, keys, rows=rows, seed=seed)

@@ -1,29 +1,35 @@
 """``spark-stream-sched aggregate``: ordered window aggregation over files, no Spark needed.
 
-Each ``--input`` is one input stream: a directory whose files, sorted by name, hold the stream in
-order (or a single file). The inputs are pushed into the runtime packet by packet, round-robin,
-as a streaming source would deliver them, and the closed windows are written to ``--out``
-(Parquet). Output columns: ``window_start``, ``window_end`` (int64 ms), the key columns, the
-aggregate aliases.
+Each ``--input`` is one input stream, listed and read by the input layer (``inputs/``) exactly as
+the Spark source reads it: a directory (its visible files in name order), a glob (matches in path
+order) or a single file, every file parsed with one schema inferred from the first file that holds
+a row. The command reads a **static snapshot**: the files listed when it starts; a file added
+while it runs belongs to the next run. The inputs are pushed into the runtime packet by packet,
+round-robin, as a streaming source would deliver them, and the closed windows are written to
+``--out`` (Parquet). Output columns: ``window_start``, ``window_end`` (int64 ms), the key
+columns, the aggregate aliases.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_stream_sched.data.files import FORMATS, read_input
-from spark_stream_sched.errors import InputError, OutOfOrderError
-from spark_stream_sched.runtime.aggregates import parse_aggregates
+from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
+from spark_stream_sched.inputs import FORMAT_NAMES, read_inputs
+from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import default_packet_rows, iter_packets, row_bytes
-from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.query import QuerySpec
+from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
+
+T = TypeVar("T")
 
 
 def register(sub: Any) -> None:
@@ -32,12 +38,15 @@ def register(sub: Any) -> None:
                        description=__doc__.splitlines()[0])
     p.add_argument("--input", action="append", required=True, metavar="PATH",
                    help="one input stream (directory or file); repeat for each input")
-    p.add_argument("--format", choices=sorted(FORMATS), default="parquet")
+    p.add_argument("--format", choices=FORMAT_NAMES, default="parquet",
+                   help="input file format (json is an alias of jsonl; default: parquet)")
     p.add_argument("--timestamp", default="ts", metavar="COL",
                    help="event-time column: int64 ms or a timestamp (default: ts)")
     p.add_argument("--key", action="append", default=[], metavar="COL",
                    help="group-by column; repeat for several")
-    p.add_argument("--window", required=True, help="window size, e.g. 30s")
+    p.add_argument("--window", required=True,
+                   help="window size as a Spark interval, e.g. '30 seconds', 30s, '1 minute' "
+                        "(a bare number is refused)")
     p.add_argument("--slide", help="window slide, e.g. 3s (default: the size, tumbling)")
     p.add_argument("--agg", action="append", required=True, metavar="EXPR",
                    help="aggregate, e.g. \"count(*) as n\"; repeat for several")
@@ -54,15 +63,39 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def query_spec(args: argparse.Namespace) -> QuerySpec:
+    """The query the flags describe (the same spec Spark options or a TOML config give).
+
+    Errors name the flag (``--window '30': ... has no unit ...``).
+    """
+    window = _flag("--window", args.window, lambda t: parse_duration(t, "value"))
+    slide = _flag("--slide", args.slide, lambda t: parse_duration(t, "value")) if (
+        args.slide) else window
+    return _flag("", None, lambda _: QuerySpec(
+        n_inputs=len(args.input), window_ms=window, slide_ms=slide,
+        aggregates=split_list(args.agg),
+        timestamp_column=one_name("--timestamp", args.timestamp),
+        key_columns=split_names("--key", args.key), out_of_order=args.out_of_order,
+        where=(args.where or "").strip() or None))
+
+
+def _flag(flag: str, text: str | None, parse: Callable[[Any], T]) -> T:
+    """``parse(text)`` with a ConfigError prefixed by ``flag 'text':``."""
+    try:
+        return parse(text)
+    except ConfigError as exc:
+        if not flag:
+            raise
+        raise ConfigError(f"{flag} {text!r}: {exc}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the aggregation described by ``args``; print a one-line summary."""
-    spec = WindowSpec.parse(args.window, args.slide)
-    aggregates = parse_aggregates(args.agg)
+    spec = query_spec(args)
     started = time.perf_counter()
-    inputs = [_read(i, path, args) for i, path in enumerate(args.input)]
-    schema = _common_schema(inputs, args.input)
-    query = OrderedAggregation(len(inputs), spec, args.key, aggregates, args.timestamp,
-                               args.out_of_order, schema)
+    inputs = read_inputs(args.input, args.format, ts_column=args.timestamp)
+    schema = inputs[0].schema
+    query = spec.build(schema)
     if args.where or args.scheduler or args.workers != 1:
         out, dropped = _run_on_executor(args, inputs, schema, spec)
         _write(out, args.out)
@@ -90,14 +123,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read(input_id: int, path: str, args: argparse.Namespace) -> pa.Table:
-    """Read one input, checking its event times file by file (errors name input and file)."""
-    try:
-        return read_input(path, args.format, ts_column=args.timestamp)
-    except InputError as exc:
-        raise InputError(f"input {input_id} ({path}): {exc}") from exc
-
-
 def _write(out: pa.Table, path: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(out, path)
@@ -113,13 +138,13 @@ def _summary(inputs: list[pa.Table], out: pa.Table, path: str, started: float,
 
 
 def _run_on_executor(args: argparse.Namespace, inputs: list[pa.Table], schema: pa.Schema,
-                     spec: WindowSpec) -> tuple[pa.Table, int]:
+                     spec: QuerySpec) -> tuple[pa.Table, int]:
     """S-Merge the inputs, then run ``[where ->] windows`` on the executor under a strategy."""
     from spark_stream_sched.runtime.executor.engine import Engine
     from spark_stream_sched.runtime.plan import OperatorDef, OperatorKind, QueryPlan
     from spark_stream_sched.runtime.predicate import Predicate
 
-    merge = SMerge(len(inputs), args.timestamp, args.out_of_order)
+    merge = SMerge(spec.n_inputs, spec.timestamp_column, spec.out_of_order)
     for i, table in enumerate(inputs):
         try:
             merge.push(i, table.cast(schema))
@@ -128,25 +153,16 @@ def _run_on_executor(args: argparse.Namespace, inputs: list[pa.Table], schema: p
         merge.finish(i)
     merged = merge.pop_ready()
     ops, source = [], "merged"
-    if args.where:
-        Predicate.compile(args.where, merged.schema)  # a bad predicate fails before any work
+    if spec.where is not None:
+        Predicate.compile(spec.where, merged.schema)  # a bad predicate fails before any work
         ops.append(OperatorDef("where", OperatorKind.FILTER, (source,),
-                               params={"predicate": args.where}))
+                               params={"predicate": spec.where}))
         source = "where"
     ops.append(OperatorDef("windows", OperatorKind.WINDOW_AGGREGATE, (source,), params={
-        "size": spec.size_ms, "slide": spec.slide_ms, "keys": list(args.key),
-        "aggregates": list(args.agg), "ts": args.timestamp}))
+        "size": spec.window_ms, "slide": spec.slide_ms, "keys": list(spec.key_columns),
+        "aggregates": list(spec.aggregates), "ts": spec.timestamp_column}))
     engine = Engine(QueryPlan(ops), args.scheduler or "fifo", workers=args.workers,
-                    ts_column=args.timestamp)
+                    ts_column=spec.timestamp_column)
     result = engine.run({"merged": merged})
     return result.outputs["windows"], sum(merge.dropped)
 
-
-def _common_schema(inputs: list[pa.Table], paths: list[str]) -> pa.Schema:
-    schema = inputs[0].schema
-    for table, path in zip(inputs[1:], paths[1:], strict=True):
-        if table.num_rows and set(table.schema.names) != set(schema.names):
-            raise InputError(f"input {path} has columns {table.schema.names}, but input "
-                             f"{paths[0]} has {schema.names}; all inputs need the same columns")
-    non_empty = [t.schema for t in inputs if t.num_rows]
-    return pa.unify_schemas(non_empty, promote_options="permissive") if non_empty else schema

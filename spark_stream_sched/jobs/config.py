@@ -31,16 +31,21 @@ runs the pure runtime without Spark.
 
 from __future__ import annotations
 
-import difflib
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.inputs.formats import FORMAT_NAMES
+from spark_stream_sched.runtime.durations import parse_duration
+from spark_stream_sched.runtime.query import QuerySpec
+from spark_stream_sched.runtime.query.names import did_you_mean, one_name, split_list, split_names
+from spark_stream_sched.runtime.query.spec import DEFAULT_PARTITION_GROUPS
 
+T = TypeVar("T")
 ENGINES = ("source", "sink", "runtime")
-FORMATS = ("parquet", "csv", "jsonl")
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,12 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class QueryConfig:
-    """The ordered window aggregation."""
+    """The ``[query]`` table as written; :meth:`spec` turns it into the runtime's QuerySpec.
+
+    Keys are the spec's field names (``window``/``slide`` are Spark interval strings such as
+    ``"30 seconds"``; ``slide = ""`` means tumbling); the Spark options of the same query are
+    their camelCase forms (``key_columns`` -> ``keyColumns``).
+    """
 
     timestamp_column: str = "ts"
     key_columns: tuple[str, ...] = ("meter",)
@@ -74,6 +84,29 @@ class QueryConfig:
         "count_where(kind = 'alarm') as alarms",
     )
     out_of_order: str = "fail"
+    where: str = ""
+    partition_groups: int = DEFAULT_PARTITION_GROUPS
+
+    def spec(self, n_inputs: int) -> QuerySpec:
+        """The query over ``n_inputs`` inputs; ConfigError naming the ``[query]`` key."""
+        window = _query_key("window", lambda: parse_duration(self.window, "value"))
+        slide = _query_key("slide", lambda: parse_duration(self.slide, "value")) if (
+            self.slide.strip()) else window
+        return _query_key("", lambda: QuerySpec(
+            n_inputs=n_inputs, window_ms=window, slide_ms=slide,
+            aggregates=split_list(self.aggregates),
+            timestamp_column=one_name("timestamp_column", self.timestamp_column),
+            key_columns=split_names("key_columns", self.key_columns),
+            out_of_order=self.out_of_order, where=self.where.strip() or None,
+            partition_groups=self.partition_groups))
+
+
+def _query_key(key: str, build: Callable[[], T]) -> T:
+    """``build()``, with a ConfigError prefixed by ``[query] key:``."""
+    try:
+        return build()
+    except ConfigError as exc:
+        raise ConfigError(f"[query] {key}{': ' if key else ''}{exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -115,9 +148,8 @@ def _build(cls: type, section: str, values: dict[str, Any]) -> Any:
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in known:
-            guess = difflib.get_close_matches(key, list(known), n=1)
-            hint = f"; did you mean {guess[0]!r}?" if guess else ""
-            raise ConfigError(f"[{section}] has an unknown key {key!r}{hint}")
+            raise ConfigError(f"[{section}] has an unknown key {key!r}"
+                              f"{did_you_mean(key, known)}")
         default = getattr(cls(), key)
         if isinstance(default, tuple):
             value = (value,) if isinstance(value, str) else tuple(value)
@@ -141,7 +173,7 @@ def parse_job_config(doc: dict[str, Any], where: str = "job config") -> JobConfi
     job: JobConfig = replace(_build(JobConfig, "job", doc.get("job", {})), data=data,
                              query=query, spark=spark)
     _choice("[job] engine", job.engine, ENGINES)
-    _choice("[data] format", data.format, FORMATS)
+    _choice("[data] format", data.format, FORMAT_NAMES)
     _choice("[query] out_of_order", query.out_of_order, ("fail", "drop"))
     if data.generate and data.generator != "smart_grid":
         raise ConfigError(f"[data] generator = {data.generator!r}: only 'smart_grid' is known")
@@ -149,6 +181,7 @@ def parse_job_config(doc: dict[str, Any], where: str = "job config") -> JobConfi
         raise ConfigError("[data] needs generate = true or paths = [<one directory per input>]")
     if data.inputs < 1 or data.rows < 0 or data.files_per_input < 1:
         raise ConfigError("[data] inputs and files_per_input must be >= 1 and rows >= 0")
+    query.spec(len(job.input_dirs()))  # the whole query is validated here, before any work
     return job
 
 

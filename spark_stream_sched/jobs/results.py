@@ -24,13 +24,10 @@ WINDOW_COLUMNS = ("window_start", "window_end")
 
 
 def count_input_rows(dirs: Sequence[Path], fmt: str) -> int:
-    """Rows in all input files (Parquet footers; CSV/JSONL files are read)."""
-    if fmt == "parquet":
-        return sum(pq.ParquetFile(f).metadata.num_rows for d in dirs
-                   for f in sorted(Path(d).glob("*.parquet")))
-    from spark_stream_sched.data.files import read_input
+    """Rows in all input files (Parquet footers; CSV/JSON-lines files are parsed)."""
+    from spark_stream_sched.inputs import count_rows, list_files
 
-    return sum(read_input(d, fmt).num_rows for d in dirs)
+    return sum(count_rows(f, fmt) for d in dirs for f in list_files(str(d)))
 
 
 def _spark_log_files(output: Path) -> list[Path]:

@@ -30,6 +30,7 @@ from spark_stream_sched.errors import ConfigError, SparkStreamSchedError
 from spark_stream_sched.jobs import spark_env
 from spark_stream_sched.jobs.config import JobConfig
 from spark_stream_sched.jobs.results import count_input_rows, read_output
+from spark_stream_sched.runtime.state.atomic import atomic_writer
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,8 @@ def prepare_inputs(cfg: JobConfig) -> list[Path]:
         if missing:
             raise ConfigError(f"[data] paths do not exist: {missing}")
         return dirs
-    from spark_stream_sched.data.files import write_inputs
     from spark_stream_sched.data.smart_grid import smart_grid_streams
+    from spark_stream_sched.inputs import write_inputs
 
     stamp = Path(cfg.data.dir) / "_generated.json"
     params = json.dumps(cfg.data.__dict__, sort_keys=True, default=list)
@@ -99,22 +100,21 @@ def order_modification_times(dirs: list[Path]) -> None:
     modification-time order under ``maxFilesPerTrigger``; files written within the same
     millisecond would be admitted in any order, i.e. out of event-time order.
     """
+    from spark_stream_sched.inputs import list_files
+
     now = time.time()
     for directory in dirs:
-        files = sorted(p for p in Path(directory).iterdir() if not p.name.startswith((".", "_")))
+        files = list_files(str(directory))
         for i, path in enumerate(files):
             stamp = now - (len(files) - i)
             os.utime(path, (stamp, stamp))
 
 
 def input_schema(dirs: list[Path], fmt: str) -> pa.Schema:
-    """Arrow schema of the inputs, from the first input's files."""
-    from spark_stream_sched.data.files import read_input
+    """Arrow schema of the inputs: the input layer's resolution (first file holding a row)."""
+    from spark_stream_sched.inputs import resolve_schema
 
-    schema = read_input(dirs[0], fmt).schema
-    if not schema.names:
-        raise ConfigError(f"input {dirs[0]} has no rows to take the schema from")
-    return schema
+    return resolve_schema([str(d) for d in dirs], fmt, hint="check [data] paths")
 
 
 # -- engines -----------------------------------------------------------------------------------
@@ -124,15 +124,17 @@ def _query_options(cfg: JobConfig) -> dict[str, str]:
     """The options the source and the sink share: the query itself."""
     q = cfg.query
     return {"timestampColumn": q.timestamp_column, "keyColumns": ",".join(q.key_columns),
-            "window": q.window, "slide": q.slide, "aggregates": ", ".join(q.aggregates),
-            "outOfOrder": q.out_of_order}
+            "window": q.window, "slide": q.slide or q.window,
+            "aggregates": ", ".join(q.aggregates), "outOfOrder": q.out_of_order,
+            **({"where": q.where} if q.where.strip() else {})}
 
 
 def _source_options(cfg: JobConfig, dirs: list[Path]) -> dict[str, str]:
     return {
         "inputs": ",".join(str(d.resolve()) for d in dirs),
-        "format": {"jsonl": "json"}.get(cfg.data.format, cfg.data.format),
+        "format": cfg.data.format,
         **_query_options(cfg),
+        "partitionGroups": str(cfg.query.partition_groups),
         "stateLocation": str(Path(cfg.checkpoint).resolve() / "ordered-agg-state"),
         "maxRecordsPerTrigger": str(cfg.max_records_per_trigger),
         "endOfInput": "availableNow",
@@ -163,7 +165,9 @@ def file_streams(spark: Any, dirs: list[Path], fmt: str, schema: pa.Schema,
     from pyspark.sql.pandas.types import from_arrow_schema
 
     spark_schema = from_arrow_schema(schema)
-    spark_format = {"jsonl": "json"}.get(fmt, fmt)
+    from spark_stream_sched.inputs import get_format
+
+    spark_format = get_format(fmt).spark_name
     streams = []
     for i, directory in enumerate(dirs):
         reader = spark.readStream.schema(spark_schema).format(spark_format)
@@ -286,24 +290,15 @@ def _run_sink(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
 
 
 def _run_runtime(cfg: JobConfig, dirs: list[Path]) -> None:
-    from spark_stream_sched.data.files import read_input
-    from spark_stream_sched.runtime.query import OrderedAggregation
-    from spark_stream_sched.runtime.windows import WindowSpec
-
-    q = cfg.query
-    tables = [read_input(d, cfg.data.format) for d in dirs]
-    query = OrderedAggregation(len(tables), WindowSpec.parse(q.window, q.slide),
-                               list(q.key_columns), list(q.aggregates), q.timestamp_column,
-                               q.out_of_order, tables[0].schema)
+    from spark_stream_sched.inputs import read_inputs
+    tables = read_inputs([str(d) for d in dirs], cfg.data.format)
+    query = cfg.query.spec(len(tables)).build(tables[0].schema)
     for i, table in enumerate(tables):
         query.push(i, table)
         query.finish(i)
     out = query.poll()
-    target = Path(cfg.output) / "part-00000.parquet"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp"
-    pq.write_table(out, tmp)
-    tmp.replace(target)
+    with atomic_writer(str(Path(cfg.output) / "part-00000.parquet")) as tmp:
+        pq.write_table(out, tmp)
 
 
 def _spark_batches(checkpoint: str) -> int:

@@ -18,6 +18,7 @@ depends only on the tuples pushed, never on how they were split into pushes or p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,7 +26,6 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
-from spark_stream_sched.runtime import snapshot
 from spark_stream_sched.runtime.packets import (
     INPUT_COL,
     SEQ_COL,
@@ -34,6 +34,7 @@ from spark_stream_sched.runtime.packets import (
     as_table,
     event_times,
 )
+from spark_stream_sched.runtime.state import snapshot
 
 OutOfOrderPolicy = Literal["fail", "drop"]
 OUT_OF_ORDER_POLICIES = ("fail", "drop")
@@ -84,6 +85,49 @@ def in_order_mask(ts: np.ndarray, previous: int | None, policy: str, input_id: i
         j = int(np.flatnonzero(~keep)[0])
         raise OutOfOrderError(input_id, seq0 + j, int(ts[j]), int(prev_max[j]))
     return np.asarray(keep)
+
+
+def ready_bound(latest_ts: Sequence[int | None], finished: Sequence[bool],
+                idle: Sequence[bool] | None = None) -> int | None:
+    """The ready bound ``R`` of seed 004 Def. 1 with DESIGN.md §2's rules; the one definition.
+
+    ``R = min_j latest_ts(j)`` over the unfinished inputs; a finished input counts as
+    +infinity, so with every input finished ``R`` is :data:`~.packets.TS_MAX`. An unfinished
+    input that has sent nothing (``latest_ts`` None) blocks: ``R`` is None. Inputs marked
+    ``idle`` (an idle timeout the user set has expired; recorded by the caller) neither hold
+    ``R`` back nor block; when every unfinished input is idle, ``R`` is the largest of their
+    latest event times (None if none sent anything).
+    """
+    idle = idle if idle is not None else [False] * len(latest_ts)
+    live = [(ts, quiet) for ts, done, quiet in zip(latest_ts, finished, idle, strict=True)
+            if not done]
+    if not live:
+        return TS_MAX
+    active = [ts for ts, quiet in live if not quiet]
+    if active:
+        return None if None in active else min(ts for ts in active if ts is not None)
+    seen = [ts for ts, _ in live if ts is not None]
+    return max(seen) if seen else None
+
+
+def release_ready(rows: pa.Table, bound: int | None, ts_column: str,
+                  ts: np.ndarray | None = None) -> tuple[pa.Table, pa.Table]:
+    """S-Merge's release step on buffered rows: those with ``ts < bound`` and the rest.
+
+    ``rows`` carry :data:`~.packets.INPUT_COL` and :data:`~.packets.SEQ_COL`; the released rows
+    come out in the total order ``(ts, input, seq)``, the others in their given order. ``bound``
+    None releases nothing; :data:`~.packets.TS_MAX` (every input finished) releases everything.
+    Used where the bound is known from outside the rows, e.g. a partition of a micro-batch that
+    sees only its own groups' rows but releases by the whole query's ``R``.
+    """
+    if bound is None or rows.num_rows == 0:
+        return rows.slice(0, 0), rows
+    if ts is None:
+        ts = event_times(rows, ts_column, "buffered rows")
+    ready = ts < bound if bound != TS_MAX else np.ones(len(ts), bool)
+    order = np.lexsort((rows.column(SEQ_COL).to_numpy(), rows.column(INPUT_COL).to_numpy(), ts))
+    order = order[ready[order]]
+    return rows.take(pa.array(order)), rows.filter(pa.array(~ready))
 
 
 class SMerge:
@@ -181,14 +225,7 @@ class SMerge:
     @property
     def ready_bound(self) -> int | None:
         """``R``: tuples with ``ts < R`` are ready; None while an unfinished input sent nothing."""
-        bound = TS_MAX
-        for state in self._inputs:
-            if state.finished:
-                continue
-            if state.latest_ts is None:
-                return None
-            bound = min(bound, state.latest_ts)
-        return bound
+        return ready_bound([s.latest_ts for s in self._inputs], [s.finished for s in self._inputs])
 
     @property
     def all_finished(self) -> bool:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError
-from spark_stream_sched.runtime import dense, dense_panes, snapshot
+from spark_stream_sched.runtime import dense, dense_panes
 from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.panes import (
@@ -35,6 +35,7 @@ from spark_stream_sched.runtime.panes import (
     expand_to_windows,
     pane_partials,
 )
+from spark_stream_sched.runtime.state import snapshot
 from spark_stream_sched.runtime.windows import WindowSpec
 
 WINDOW_START = "window_start"

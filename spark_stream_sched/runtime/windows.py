@@ -10,50 +10,14 @@ exactly one pane, so per-pane partial aggregates computed once can be combined i
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.packets import EVENT_TIME_SPAN
+from spark_stream_sched.runtime.durations import MAX_DURATION_MS, parse_duration
 
-#: Longest window, slide or other duration: the whole supported event-time range. Together with
-#: the range check on event times this keeps every window end ``k*S + W`` far inside int64.
-MAX_DURATION_MS = EVENT_TIME_SPAN
-
-_UNITS_MS = {
-    "ms": 1, "millisecond": 1, "milliseconds": 1, "msec": 1,
-    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000, "secs": 1000,
-    "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000, "mins": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}
-_DURATION = re.compile(r"^\s*(\d+)\s*([A-Za-z]+)?\s*$")
-
-
-def parse_duration(text: str | int, what: str = "duration") -> int:
-    """Parse ``"30s"``, ``"30 seconds"``, ``"500ms"``, ``"2 minutes"`` or an int (ms) into ms.
-
-    The result is in ``1 .. MAX_DURATION_MS``; anything else (including a product that would
-    overflow int64) is a :class:`ConfigError` naming ``what`` and the text.
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        match = _DURATION.match(str(text))
-        unit = (match.group(2) or "ms").lower() if match else ""
-        if not match or unit not in _UNITS_MS:
-            raise ConfigError(f"{what} {text!r} is not a duration; use e.g. '30s', "
-                              f"'30 seconds', '500ms' or '2 minutes'")
-        value = int(match.group(1)) * _UNITS_MS[unit]
-    if value <= 0:
-        raise ConfigError(f"{what} must be positive, got {text!r}")
-    if value > MAX_DURATION_MS:
-        raise ConfigError(f"{what} {text!r} is {value} ms, longer than the supported event-time "
-                          f"span of {MAX_DURATION_MS} ms (years 0001..9999); use a shorter "
-                          f"duration")
-    return value
+__all__ = ["MAX_DURATION_MS", "WindowSpec", "floor_div", "parse_duration"]
 
 
 def floor_div(a: np.ndarray | int, b: int) -> np.ndarray | int:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.io.inputs import Cursor
-from spark_stream_sched.runtime.packets import TS_MAX
+from spark_stream_sched.inputs import Cursor
+from spark_stream_sched.runtime.merge import ready_bound
 
 FORMAT = "ordered-agg-offset"
 VERSION = 2
@@ -67,22 +67,13 @@ class Offset:
         return all(c.finished for c in self.cursors)
 
     def ready_bound(self) -> int | None:
-        """``R = min_j last_ts(j)`` over unfinished inputs; None while one has sent nothing.
+        """``R`` at this offset (idle inputs included): the runtime's one readiness rule.
 
-        A finished input counts as +infinity; with every input finished this is
-        :data:`~spark_stream_sched.runtime.packets.TS_MAX` (DESIGN.md §2, S-Merge). Inputs
-        marked idle (option ``idleTimeout``) do not hold the bound back (one that has sent
-        nothing does not block); when every unfinished input is idle, ``R`` is the largest of
-        their latest ts (never below the bound of the active inputs before, so R only grows).
+        :func:`~spark_stream_sched.runtime.merge.ready_bound` over the cursors' ``last_ts``,
+        ``finished`` and ``idle`` (option ``idleTimeout``).
         """
-        live = [c for c in self.cursors if not c.finished]
-        if not live:
-            return TS_MAX
-        active = [c.last_ts for c in live if not c.idle]
-        if active:
-            return None if None in active else min(ts for ts in active if ts is not None)
-        seen = [c.last_ts for c in live if c.last_ts is not None]
-        return max(seen) if seen else None
+        return ready_bound([c.last_ts for c in self.cursors], [c.finished for c in self.cursors],
+                           [c.idle for c in self.cursors])
 
 
 def version_id(offset: Offset) -> str:

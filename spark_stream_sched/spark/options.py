@@ -1,5 +1,11 @@
 """Options of the ``ordered-agg`` source, parsed once into a frozen, typed :class:`SourceConfig`.
 
+The options that define the query (window, slide, aggregates, keys, timestamp column,
+outOfOrder, where, partitionGroups and the number of inputs) become a
+:class:`~spark_stream_sched.runtime.query.QuerySpec` through the runtime's
+:func:`~spark_stream_sched.runtime.query.spec_from_options` (the sink, TOML job configs and CLI
+flags build the same spec); the rest say how the query runs.
+
 Spark lower-cases option keys, so keys are matched case-insensitively; unknown keys are refused
 with a did-you-mean suggestion. Every check here runs on the driver (from
 ``DataSource.schema()`` / ``streamReader()``), so a bad option fails at ``load()``/``start()``,
@@ -14,13 +20,17 @@ inputs                 required  comma-separated, one per input stream: a direct
                                  glob (matches sorted by path). Files that appear later must sort
                                  after the last file the source admitted from that input
                                  (see ``lateFiles``).
-format                 parquet   ``parquet``, ``csv`` (header row) or ``json`` (one object a line)
+format                 parquet   ``parquet``, ``csv`` (header row) or ``jsonl`` (one object a
+                                 line; ``json`` is an alias); see ``inputs/formats.py``
 timestampColumn        ts        event time: int64 milliseconds or a timestamp column; values
                                  must lie in years 0001..9999 (Spark's timestamp range), else
                                  the query fails naming input, file and row
 keyColumns             (none)    comma-separated key columns (empty: one global key)
-window                 required  window size, e.g. ``30 seconds``, ``30s``, ``1 minute``, ``500ms``;
-                                 at most the supported event-time span (years 0001..9999)
+window                 required  window size as a Spark interval: ``30 seconds``, ``30s``,
+                                 ``interval 1 minute``, ``1 minute 30 seconds``, ``1 week``,
+                                 ``500 milliseconds``; a bare number is refused; at most the
+                                 supported event-time span (years 0001..9999). Fixed at first
+                                 start
 slide                  = window  slide (tumbling windows when equal to window)
 aggregates             required  e.g. ``count(*) as n, avg(value) as mean, first(value) as f``;
                                  split at top-level commas only (``first_where(v, a > 1)`` is one)
@@ -34,6 +44,8 @@ maxRecordsPerTrigger   500000    input rows admitted per micro-batch: the earlie
                                  ~0.2-0.35 s of fixed overhead in local[2]; 500k rows take
                                  ~1.5-2 s to process
 outOfOrder             fail      ``fail`` or ``drop`` a row whose ts is below an earlier one
+where                  (none)    keep only merged rows matching this predicate before the windows,
+                                 e.g. ``kind = 'reading'`` (the safe predicate language)
 endOfInput             never     when an input counts as finished, so that the last windows are
                                  flushed once all inputs have: ``never`` (a directory that keeps
                                  receiving files; open windows wait, as in Spark);
@@ -56,7 +68,9 @@ scheduler              (direct)  run each batch's partition groups as a plan of 
                                  ``path_capacity``, ``segment``, ``simplified_segment``,
                                  ``threshold``, ``qst``, ``lp``, ``et``, ``ct``; results are
                                  identical for every strategy. Unset: groups run one after another
-workers                1         executor worker threads per Spark task (with ``scheduler``)
+workers                1         executor worker threads per Spark task. Above 1 without
+                                 ``scheduler`` the groups run on the executor under ``fifo``
+                                 (as the CLI's ``--workers`` does)
 idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that has had no new
                                  row for this long (wall clock, measured on the driver) is marked
                                  *idle* in the batch's end offset and stops holding back the
@@ -65,6 +79,10 @@ idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that h
                                  dropped with ``outOfOrder=drop``
 =====================  ========  =================================================================
 
+The options that define the query are recorded under ``stateLocation`` at first start; a
+restart with a changed one fails at ``load()``, naming the option, the recorded and the new
+value (``runtime/query/recorded.py``).
+
 ``idleTimeout`` keeps determinism (DESIGN.md §2) because the decision is *recorded*: it is part
 of the offset that Spark writes to its offset log before the batch runs, so a replay or a
 restart reproduces exactly the same ready bounds and results.
@@ -72,7 +90,6 @@ restart reproduces exactly the same ready bounds and results.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,29 +97,21 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.inputs.formats import canonical_format
+from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
+from spark_stream_sched.runtime.query.names import did_you_mean, normalise_options
+from spark_stream_sched.runtime.query.spec import QuerySpec, spec_from_options
 
 #: Canonical option names (documented spelling); matching is case-insensitive.
 OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
-    "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles",
+    "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
-FORMATS = ("parquet", "csv", "json")
-OUT_OF_ORDER = ("fail", "drop")
 END_OF_INPUT = ("never", "availableNow", "exhausted")
 LATE_FILES = ("fail", "skip")
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 500_000
-DEFAULT_PARTITION_GROUPS = 16
-#: Upper bound of option ``partitionGroups``. Each group is one state file per committed version
-#: (and the last few versions are kept), so the count multiplies the files written and fsynced
-#: per micro-batch; 100,000 groups wrote 166,702 files (658 MB) without finishing a 2,000-row
-#: batch. 4096 keeps a batch's state writes bounded while leaving far more groups than tasks.
-MAX_PARTITION_GROUPS = 4096
-_PARTITION_GROUPS_WHY = (
-    ": each partition group is one state file per committed version, so this many groups "
-    "would write that many files every micro-batch; use a small multiple of numPartitions "
-    f"(default {DEFAULT_PARTITION_GROUPS})")
 DEFAULT_NUM_PARTITIONS = 2
 
 _DDL_TYPES: dict[str, pa.DataType] = {
@@ -118,20 +127,18 @@ _IDENT = re.compile(r"^`?([A-Za-z_][A-Za-z_0-9]*)`?$")
 
 @dataclass(frozen=True)
 class SourceConfig:
-    """The validated options of one ``ordered-agg`` query (picklable, immutable)."""
+    """The validated options of one ``ordered-agg`` query (picklable, immutable).
 
+    ``spec`` is *what* the query computes (fixed for a state location); the other fields say
+    how and where it runs.
+    """
+
+    spec: QuerySpec
     inputs: tuple[str, ...]
     format: str
-    timestamp_column: str
-    key_columns: tuple[str, ...]
-    window_ms: int
-    slide_ms: int
-    aggregates: tuple[str, ...]
     state_location: str
-    partition_groups: int
     num_partitions: int
     max_records_per_trigger: int | None
-    out_of_order: str
     end_of_input: str
     schema: pa.Schema | None
     scheduler: str | None
@@ -144,18 +151,51 @@ class SourceConfig:
         """Number of input streams."""
         return len(self.inputs)
 
+    @property
+    def timestamp_column(self) -> str:
+        """Event-time column (from the spec)."""
+        return self.spec.timestamp_column
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """Key columns (from the spec)."""
+        return self.spec.key_columns
+
+    @property
+    def window_ms(self) -> int:
+        """Window size in ms (from the spec)."""
+        return self.spec.window_ms
+
+    @property
+    def slide_ms(self) -> int:
+        """Window slide in ms (from the spec)."""
+        return self.spec.slide_ms
+
+    @property
+    def aggregates(self) -> tuple[str, ...]:
+        """Aggregates in canonical text (from the spec)."""
+        return self.spec.aggregates
+
+    @property
+    def partition_groups(self) -> int:
+        """Number of partition groups (from the spec)."""
+        return self.spec.partition_groups
+
+    @property
+    def out_of_order(self) -> str:
+        """Out-of-order policy (from the spec)."""
+        return self.spec.out_of_order
+
 
 def parse_duration(option: str, text: str) -> int:
-    """Parse ``"30 seconds"``/``"30s"``/``"500ms"``/``"1 minute"`` into positive milliseconds.
+    """Parse a Spark interval string (``"30 seconds"``, ``"30s"``, ...) into milliseconds.
 
-    Uses the runtime's parser (one grammar for CLI, configs and Spark options), which also
-    refuses durations longer than the supported event-time span (years 0001..9999), so an
-    overflowing ``window`` fails here, on the driver, and not in an executor.
+    The runtime's one grammar (:mod:`spark_stream_sched.runtime.durations`): a bare number is
+    refused, and so is a duration longer than the supported event-time span, here on the
+    driver and not in an executor.
     """
-    from spark_stream_sched.runtime.windows import parse_duration as runtime_parse
-
     try:
-        return runtime_parse(text, "value")
+        return runtime_duration(text, "value")
     except ConfigError as exc:
         raise ConfigError(f"option {option}={text!r}: {exc}") from exc
 
@@ -180,15 +220,6 @@ def parse_ddl(text: str) -> pa.Schema:
     if len(set(names)) != len(names):
         raise ConfigError(f"option schema={text!r}: a column name is used twice")
     return pa.schema(fields)
-
-
-def split_names(option: str, text: str) -> tuple[str, ...]:
-    """Split a comma-separated list of column names (ConfigError naming ``option``)."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    for name in names:
-        if not _IDENT.match(name):
-            raise ConfigError(f"option {option}={text!r}: {name!r} is not a column name")
-    return tuple(_IDENT.match(n).group(1) for n in names)  # type: ignore[union-attr]
 
 
 def choice_option(option: str, text: str, choices: tuple[str, ...]) -> str:
@@ -216,30 +247,6 @@ def int_option(option: str, text: str, minimum: int, maximum: int | None = None,
     return value
 
 
-def canonical_options(options: Mapping[str, str], names: tuple[str, ...],
-                      required: tuple[str, ...], what: str) -> dict[str, str]:
-    """Map case-insensitive keys to the canonical ``names``; check the ``required`` ones.
-
-    ``what`` names the component in messages (``"source"``, ``"sink"``). Unknown keys are refused
-    with a did-you-mean suggestion (Spark lower-cases option keys).
-    """
-    by_lower = {name.lower(): name for name in names}
-    out: dict[str, str] = {}
-    for key, value in options.items():
-        name = by_lower.get(key.lower())
-        if name is None:
-            guess = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
-            hint = f"; did you mean {by_lower[guess[0]]!r}?" if guess else ""
-            raise ConfigError(f"unknown option {key!r} for the ordered-agg {what}{hint} "
-                              f"Known options: {', '.join(names)}")
-        out[name] = str(value)
-    for name in required:
-        if not out.get(name, "").strip():
-            raise ConfigError(f"option {name} is required by the ordered-agg {what}; "
-                              f"e.g. .option({name!r}, ...)")
-    return out
-
-
 def _strategy(text: str) -> str | None:
     """Validate option ``scheduler`` against the strategy registry (None when unset)."""
     name = text.strip().lower()
@@ -248,23 +255,10 @@ def _strategy(text: str) -> str | None:
     from spark_stream_sched.runtime.scheduler.strategies import strategy_names
 
     if name not in strategy_names():
-        guess = difflib.get_close_matches(name, list(strategy_names()), n=1)
-        hint = f"; did you mean {guess[0]!r}?" if guess else ""
+        hint = did_you_mean(name, strategy_names())
         raise ConfigError(f"option scheduler={text!r} is not a scheduling strategy{hint} "
                           f"Known: {', '.join(strategy_names())}")
     return name
-
-
-def _check_aggregates(text: str) -> tuple[str, ...]:
-    # Imported lazily: the runtime parser is the one source of truth for aggregate syntax.
-    from spark_stream_sched.runtime.aggregates import parse_aggregates, split_top_level
-
-    items = tuple(split_top_level(text))
-    try:
-        parse_aggregates(list(items))
-    except ConfigError as exc:
-        raise ConfigError(f"option aggregates={text!r}: {exc}") from exc
-    return items
 
 
 def parse_options(options: Mapping[str, str]) -> SourceConfig:
@@ -281,38 +275,21 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
     Called on the driver. Checks that need the input schema (columns of the aggregates, key and
     timestamp columns) happen when the reader builds the window operator.
     """
-    opts = canonical_options(options, OPTION_NAMES, REQUIRED, "source")
+    opts = normalise_options(options, OPTION_NAMES, REQUIRED, "ordered-agg source")
     inputs = tuple(p.strip() for p in opts["inputs"].split(",") if p.strip())
     if not inputs:
         raise ConfigError(f"option inputs={opts['inputs']!r} names no input path")
-    window_ms = parse_duration("window", opts["window"])
-    slide_ms = parse_duration("slide", opts.get("slide", opts["window"]))
-    if slide_ms > window_ms:
-        raise ConfigError(f"option slide={opts['slide']!r} is longer than window="
-                          f"{opts['window']!r}; windows would leave gaps")
-    limit = int_option("maxRecordsPerTrigger",
-                 opts.get("maxRecordsPerTrigger", str(DEFAULT_MAX_RECORDS_PER_TRIGGER)), 0)
-    ts_col = split_names("timestampColumn", opts.get("timestampColumn", "ts"))
-    if len(ts_col) != 1:
-        raise ConfigError(f"option timestampColumn={opts.get('timestampColumn')!r} must name "
-                          f"exactly one column")
     schema_text = opts.get("schema", "").strip()
     return SourceConfig(
+        spec=spec_from_options(opts, len(inputs)),
         inputs=inputs,
-        format=choice_option("format", opts.get("format", "parquet"), FORMATS),
-        timestamp_column=ts_col[0],
-        key_columns=split_names("keyColumns", opts.get("keyColumns", "")),
-        window_ms=window_ms,
-        slide_ms=slide_ms,
-        aggregates=_check_aggregates(opts["aggregates"]),
+        format=canonical_format(opts.get("format", "parquet"), "option format"),
         state_location=opts["stateLocation"].strip(),
-        partition_groups=int_option("partitionGroups",
-                                    opts.get("partitionGroups", str(DEFAULT_PARTITION_GROUPS)),
-                                    1, MAX_PARTITION_GROUPS, _PARTITION_GROUPS_WHY),
         num_partitions=int_option("numPartitions",
-                            opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1),
-        max_records_per_trigger=limit or None,
-        out_of_order=choice_option("outOfOrder", opts.get("outOfOrder", "fail"), OUT_OF_ORDER),
+                                  opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1),
+        max_records_per_trigger=int_option(
+            "maxRecordsPerTrigger",
+            opts.get("maxRecordsPerTrigger", str(DEFAULT_MAX_RECORDS_PER_TRIGGER)), 0) or None,
         end_of_input=choice_option("endOfInput", opts.get("endOfInput", "never"), END_OF_INPUT),
         schema=parse_ddl(schema_text) if schema_text else None,
         scheduler=_strategy(opts.get("scheduler", "")),

@@ -10,7 +10,7 @@ How a micro-batch flows::
 
     executors  write()   each task's rows -> <stateLocation>/staging/batch-<id>/part-*.arrow
     driver     commit()  load state v(<id) -> sort each input's rows -> push, finish, poll
-                         -> <path>/part-batch-<id>.parquet    (temp file + rename)
+                         -> <path>/part-batch-<id>.parquet    (runtime/state/atomic.py)
                          -> <stateLocation>/state/batch-<id>.state    (runtime snapshot bytes)
                          -> <stateLocation>/commits/batch-<id>.json  (the commit marker, last)
 
@@ -71,7 +71,6 @@ files must have increasing mtimes; ``_metadata.file_name`` and ``_metadata.row_i
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
@@ -83,6 +82,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.errors import SpillError, StateError
+from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.spark.sink_commit import (  # re-exported: the sink's public surface
     SINK_FORMAT_VERSION,
     SINK_OPTION_NAMES,
@@ -143,7 +143,7 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         self.config = config
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        """Stage this task's rows as one Arrow IPC file (temp name, then rename).
+        """Stage this task's rows as one Arrow IPC file (written atomically).
 
         Notes
         -----
@@ -153,26 +153,21 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         directory = staging_dir(self.config, batch_id)
         directory.mkdir(parents=True, exist_ok=True)
         final = directory / f"part-{partition:05d}-{attempt}-{uuid.uuid4().hex}.arrow"
-        tmp = directory / f".{final.name}.tmp"
-        rows, writer = 0, None
+        batches = (batch for batch in iterator if batch.num_rows)
+        first = next(batches, None)
+        if first is None:
+            return SinkCommitMessage(batch_id, partition, attempt, None, 0)
+        rows = first.num_rows
         try:
-            for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                if writer is None:
-                    writer = pa.ipc.new_file(str(tmp), batch.schema)
-                writer.write_batch(batch)
-                rows += batch.num_rows
-            if writer is not None:
-                writer.close()
-                os.replace(tmp, final)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise SpillError(f"ordered-agg sink: batch {batch_id}, partition {partition}: cannot "
-                             f"stage rows in {tmp} ({exc}); free space under stateLocation "
-                             f"{self.config.state_location} and restart the query from its "
-                             f"checkpoint") from exc
-        return SinkCommitMessage(batch_id, partition, attempt, str(final) if rows else None, rows)
+            with atomic_writer(str(final)) as tmp, pa.ipc.new_file(tmp, first.schema) as writer:
+                writer.write_batch(first)
+                for batch in batches:
+                    writer.write_batch(batch)
+                    rows += batch.num_rows
+        except SpillError as exc:
+            raise SpillError(f"ordered-agg sink: batch {batch_id}, partition {partition}: "
+                             f"{exc}") from exc
+        return SinkCommitMessage(batch_id, partition, attempt, str(final), rows)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Merge, aggregate and write the batch; refuse it when a task failed.

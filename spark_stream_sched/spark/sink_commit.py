@@ -7,12 +7,10 @@ for the whole protocol). Nothing here imports pyspark, so it is tested without a
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,29 +20,26 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
-from spark_stream_sched.runtime.aggregates import parse_aggregates, split_top_level
-from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.windows import WindowSpec
-from spark_stream_sched.spark.options import (
-    canonical_options,
-    choice_option,
-    int_option,
-    parse_duration,
-    split_names,
-)
-from spark_stream_sched.spark.sink_state import (
+from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec, spec_from_options
+from spark_stream_sched.runtime.query.names import normalise_options, one_name
+from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
+from spark_stream_sched.runtime.state.atomic import atomic_write
+from spark_stream_sched.runtime.state.commit_log import (
     FINAL,
     OWNER_FILE,
     batch_name,
     claim,
     commit_path,
-    locked,
     owner_record,
     read_marker,
     read_markers,
+    read_state,
+    state_file,
     write_marker,
+    write_state,
 )
-from spark_stream_sched.spark.state_store import atomic_write
+from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.spark.options import int_option
 from spark_stream_sched.testing.faults import crash_point
 
 logger = logging.getLogger(__name__)
@@ -53,7 +48,7 @@ logger = logging.getLogger(__name__)
 SINK_OPTION_NAMES: tuple[str, ...] = (
     "path", "inputs", "inputColumn", "timestampColumn", "keyColumns", "window", "slide",
     "aggregates", "outOfOrder", "stateLocation", "checkpointLocation", "sequenceColumn",
-    "endOfInputColumn", "keepVersions", "queryName",
+    "endOfInputColumn", "keepVersions", "queryName", "where",
 )
 SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
 #: Version of the on-disk layout (commit markers and state files).
@@ -65,35 +60,44 @@ SINK_FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class SinkConfig:
-    """The validated options of one ``ordered-agg`` sink (picklable, immutable)."""
+    """The validated options of one ``ordered-agg`` sink (picklable, immutable).
 
+    ``spec`` is what the query computes (the same :class:`QuerySpec` the source, job configs
+    and the CLI build); the other fields wire Spark's rows to it and say where results go.
+    """
+
+    spec: QuerySpec
     path: str
-    n_inputs: int
     input_column: str
-    timestamp_column: str
-    key_columns: tuple[str, ...]
-    window_ms: int
-    slide_ms: int
-    aggregates: tuple[str, ...]
-    out_of_order: str
     state_location: str
     sequence_column: str | None
     end_column: str | None
     keep_versions: int
     checkpoint_location: str | None = None
 
+    @property
+    def n_inputs(self) -> int:
+        """Number of input streams (from the spec)."""
+        return self.spec.n_inputs
+
+    @property
+    def timestamp_column(self) -> str:
+        """Event-time column (from the spec)."""
+        return self.spec.timestamp_column
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """Key columns (from the spec)."""
+        return self.spec.key_columns
+
+    def wiring(self) -> dict[str, str | None]:
+        """Options besides the spec that are fixed for a stateLocation (named as written)."""
+        return {"inputColumn": self.input_column, "sequenceColumn": self.sequence_column,
+                "endOfInputColumn": self.end_column}
+
     def fingerprint(self) -> str:
-        """Hash of everything that must not change between restarts of one query."""
-        free = ("path", "keep_versions", "checkpoint_location")
-        fixed = {k: v for k, v in asdict(self).items() if k not in free}
-        return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _one_name(option: str, text: str) -> str:
-    names = split_names(option, text)
-    if len(names) != 1:
-        raise ConfigError(f"option {option}={text!r} must name exactly one column")
-    return names[0]
+        """The query's fingerprint (:meth:`QuerySpec.fingerprint`; wiring is recorded apart)."""
+        return self.spec.fingerprint()
 
 
 def _state_location(opts: Mapping[str, str]) -> str:
@@ -118,32 +122,16 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     Called on the driver. Column checks against the stream's schema happen in
     :func:`make_stream_writer`.
     """
-    opts = canonical_options(options, SINK_OPTION_NAMES, SINK_REQUIRED, "sink")
-    window_ms = parse_duration("window", opts["window"])
-    slide_ms = parse_duration("slide", opts.get("slide", opts["window"]))
-    if slide_ms > window_ms:
-        raise ConfigError(f"option slide={opts['slide']!r} is longer than window="
-                          f"{opts['window']!r}; windows would leave gaps")
-    aggregates = tuple(split_top_level(opts["aggregates"]))
-    try:
-        parse_aggregates(list(aggregates))
-    except ConfigError as exc:
-        raise ConfigError(f"option aggregates={opts['aggregates']!r}: {exc}") from exc
+    opts = normalise_options(options, SINK_OPTION_NAMES, SINK_REQUIRED, "ordered-agg sink")
     seq = opts.get("sequenceColumn", "").strip()
     end = opts.get("endOfInputColumn", "").strip()
     return SinkConfig(
+        spec=spec_from_options(opts, int_option("inputs", opts["inputs"], 1)),
         path=opts["path"].strip(),
-        n_inputs=int_option("inputs", opts["inputs"], 1),
-        input_column=_one_name("inputColumn", opts.get("inputColumn", "input")),
-        timestamp_column=_one_name("timestampColumn", opts.get("timestampColumn", "ts")),
-        key_columns=split_names("keyColumns", opts.get("keyColumns", "")),
-        window_ms=window_ms,
-        slide_ms=slide_ms,
-        aggregates=aggregates,
-        out_of_order=choice_option("outOfOrder", opts.get("outOfOrder", "fail"), ("fail", "drop")),
+        input_column=one_name("inputColumn", opts.get("inputColumn", "input")),
         state_location=_state_location(opts),
-        sequence_column=_one_name("sequenceColumn", seq) if seq else None,
-        end_column=_one_name("endOfInputColumn", end) if end else None,
+        sequence_column=one_name("sequenceColumn", seq) if seq else None,
+        end_column=one_name("endOfInputColumn", end) if end else None,
         keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1),
         checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
     )
@@ -182,22 +170,15 @@ def runtime_schema(config: SinkConfig, schema: pa.Schema) -> pa.Schema:
 
 
 def _new_query(config: SinkConfig, schema: pa.Schema) -> OrderedAggregation:
-    spec = WindowSpec(size_ms=config.window_ms, slide_ms=config.slide_ms)
-    return OrderedAggregation(config.n_inputs, spec, list(config.key_columns),
-                              list(config.aggregates), ts_column=config.timestamp_column,
-                              out_of_order=config.out_of_order, input_schema=schema)
+    return config.spec.build(schema)
 
 
-# -- on-disk layout (spark/sink_state.py has the commit log and the owner record) -------------
+# -- on-disk layout (runtime/state/commit_log.py has the commit log, owner and state files) ---
 
 
 def staging_dir(config: SinkConfig, batch_id: int) -> Path:
     """Directory where the tasks of ``batch_id`` stage their rows."""
     return Path(config.state_location) / "staging" / batch_name(batch_id)
-
-
-def _state_path(config: SinkConfig, name: str) -> Path:
-    return Path(config.state_location) / "state" / f"{name}.state"
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
@@ -260,10 +241,13 @@ class SinkCommitter:
         Notes
         -----
         Called on the driver when the query starts (:func:`make_stream_writer`) and before each
-        commit, so a second query on the same ``stateLocation`` fails at ``start()``.
+        commit, so a second query on the same ``stateLocation`` fails at ``start()``. A changed
+        definition fails first, naming the changed option (``runtime/query/recorded.py``).
         """
+        check_recorded(self.location, self.config.spec, self.config.wiring())
         if claim(self.location, self._owner(), self._has_results()):
             crash_point("sink.claimed", batch=0)
+        record_spec(self.location, self.config.spec, self.config.wiring())
 
     def _has_results(self) -> bool:
         out = Path(self.config.path)
@@ -294,15 +278,13 @@ class SinkCommitter:
             raise StateError(f"ordered-agg sink state in {self.location} was "
                              f"written with other options (window, keys, aggregates, inputs...); "
                              f"use a new checkpoint/stateLocation for a changed query")
-        path = Path(self.location) / "state" / record["state"]
+        data = read_state(self.location, record)
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise StateError(f"state file {path} of batch {record['batch_id']} is missing; "
-                             f"the sink state is incomplete") from None
-        if hashlib.sha256(data).hexdigest() != record["state_sha256"]:
-            raise StateError(f"state file {path} does not match its commit marker (corrupt)")
-        return OrderedAggregation.restore(data)
+            return OrderedAggregation.restore(data)
+        except StateError as exc:
+            raise StateError(f"state file {state_file(self.location, record)} "
+                             f"cannot be restored ({exc}); use a new checkpointLocation, "
+                             f"stateLocation and output path") from exc
 
     def commit_batch(self, batch_id: int, staged_files: Sequence[str]) -> dict[str, Any]:
         """Commit one micro-batch from its staged Arrow files; return its commit record.
@@ -316,7 +298,7 @@ class SinkCommitter:
             The state location belongs to another query, the previous batch's marker is
             missing, the sink was finished, or state is missing or corrupt.
         """
-        with locked(self.location):
+        with LocationLock(self.location, "ordered-agg sink").hold():
             self.claim()
             marker = commit_path(self.location, batch_name(batch_id))
             if marker.exists():
@@ -345,7 +327,7 @@ class SinkCommitter:
 
         Returns the ``final`` commit record, or None when nothing was ever committed.
         """
-        with locked(self.location):
+        with LocationLock(self.location, "ordered-agg sink").hold():
             if not (Path(self.location) / OWNER_FILE).exists() and not read_commits(self.config):
                 return None
             self.claim()
@@ -408,9 +390,7 @@ class SinkCommitter:
         crash_point("sink.output_written", **step)
         state_name, digest = None, None
         if query is not None:
-            data = query.snapshot()
-            state_name, digest = f"{name}.state", hashlib.sha256(data).hexdigest()
-            atomic_write(str(_state_path(self.config, name)), data)
+            state_name, digest = write_state(self.location, name, query.snapshot())
         crash_point("sink.state_written", **step)
         record = {
             "format_version": SINK_FORMAT_VERSION, "batch_id": batch_id, "order": order,

@@ -8,17 +8,19 @@ format also writes: ``df.writeStream.format("ordered-agg")`` is the sink of ``sp
 How a micro-batch runs:
 
 * driver, ``latestOffset(start, limit)``: list each input, append the new files to the input's
-  durable manifest (``io/manifest.py``; late-sorting files fail or are skipped, option
+  durable manifest (``inputs/manifest.py``; late-sorting files fail or are skipped, option
   ``lateFiles``), then advance each input's cursor over the manifest's files by its fair share
-  of the row limit (``io/inputs.py``); the end offset records each input's largest event time,
+  of the row limit (``inputs/cursors.py``); the end offset records each input's largest event time,
   so the ready bound ``R = min_j last_ts(j)`` is a function of the offset alone;
 * driver, ``partitions(start, end)``: one partition per range of partition groups, carrying the
   two offsets and the manifest's files between them — never a fresh listing, so a replayed
   batch reads exactly the files and rows it planned;
-* executor, ``read(partition)``: read the rows between the offsets, keep those whose key hashes
-  to one of the partition's groups, and for each group load state version ``start``, release the
-  rows with ``ts < R`` in the total order ``(ts, input, seq)`` into the window operator, write
-  state version ``end`` and yield the closed windows as Arrow record batches;
+* executor, ``read(partition)``: read the rows between the offsets and hand them to the
+  runtime's one micro-batch entry, :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch`
+  (keep the rows of the partition's groups; per group load state version ``start``, release
+  the rows with ``ts < R`` in the total order ``(ts, input, seq)`` into the window operator,
+  write state version ``end``), then yield the closed windows as Arrow record batches of
+  Spark's schema;
 * driver, ``commit(end)``: prune state versions older than ``end`` (keeping a few).
 
 Output order: each partition yields its rows ordered by ``(window_end, window_start, keys)``;
@@ -35,7 +37,7 @@ the last windows are flushed. With the default ``never`` the last windows stay o
 more files, as Spark's own watermarked windows do.
 
 One query per ``stateLocation``: the driver process holds ``<stateLocation>/_lock``
-(``spark/location_lock.py``) from its first driver call until the query stops; a second query
+(``runtime/state/lock.py``) from its first driver call until the query stops; a second query
 on the same location fails before planning anything, naming the holder.
 
 Crash points (``testing/faults.py``): ``source.planned`` at the start of ``partitions()``, i.e.
@@ -50,8 +52,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -74,20 +79,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_stream_sched.errors import ConfigError, InputError
-from spark_stream_sched.io import inputs as io_inputs
-from spark_stream_sched.io.inputs import Cursor, InputStream
-from spark_stream_sched.io.manifest import FileManifest
-from spark_stream_sched.runtime.keys import (
-    assign_to_partition_group,
-    group_range_for_task,
-    key_hash,
-)
-from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX, event_times
-from spark_stream_sched.runtime.window import WINDOW_END, WINDOW_START, WindowAggregator
-from spark_stream_sched.runtime.windows import WindowSpec
-from spark_stream_sched.spark import state_store
-from spark_stream_sched.spark.location_lock import LocationLock
+from spark_stream_sched import inputs
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.inputs import Cursor, FileManifest, InputStream
+from spark_stream_sched.runtime.keys import group_range_for_task
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+from spark_stream_sched.runtime.query.batch import GroupedBatch
+from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
+from spark_stream_sched.runtime.state import versions
+from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.window import WINDOW_END, WINDOW_START
 from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
 from spark_stream_sched.spark.options import SourceConfig, parse_options
 from spark_stream_sched.testing.faults import crash_point
@@ -102,7 +103,7 @@ OUTPUT_BATCH_ROWS = 65_536
 
 
 @dataclass(frozen=True)
-class QueryPlan:
+class SourcePlan:
     """Validated options plus the resolved input schema (picklable; shipped to executors)."""
 
     config: SourceConfig
@@ -120,32 +121,22 @@ class QueryPlan:
         ts_type = self.input_schema.field(self.config.timestamp_column).type
         return bool(pa.types.is_timestamp(ts_type))
 
-    def window_operator(self) -> WindowAggregator:
-        """A fresh window operator for one partition group (validates columns and aggregates)."""
+    def batch(self, groups: Sequence[int]) -> GroupedBatch:
+        """The runtime's micro-batch entry for the partition groups ``groups``."""
         c = self.config
-        return WindowAggregator(WindowSpec(c.window_ms, c.slide_ms), list(c.key_columns),
-                                list(c.aggregates), c.timestamp_column, self.input_schema)
+        return GroupedBatch(c.spec, self.input_schema, tuple(groups), c.scheduler, c.workers)
 
     def output_arrow_schema(self) -> pa.Schema:
         """Arrow schema of the result rows before conversion to Spark's types."""
-        schema = self.window_operator().output_schema
+        schema = self.config.spec.build_window(self.input_schema).output_schema
         if self.ts_is_timestamp:
             ts_type = pa.timestamp("us", tz="UTC")
             for name in (WINDOW_START, WINDOW_END):
                 schema = schema.set(schema.get_field_index(name), pa.field(name, ts_type))
         return schema
 
-    def definition(self) -> dict[str, Any]:
-        """What ``stateLocation/_query.json`` records (see ``state_store.FIXED_FIELDS``)."""
-        c = self.config
-        return {"format": "ordered-agg-query", "version": 1,
-                "partition_groups": c.partition_groups, "n_inputs": c.n_inputs,
-                "timestamp_column": c.timestamp_column, "key_columns": list(c.key_columns),
-                "window_ms": c.window_ms, "slide_ms": c.slide_ms,
-                "aggregates": list(c.aggregates), "inputs": list(c.inputs)}
 
-
-def build_plan(options: Any) -> QueryPlan:
+def build_plan(options: Any) -> SourcePlan:
     """Parse options and resolve the input schema (option ``schema`` or the first file).
 
     Notes
@@ -153,20 +144,28 @@ def build_plan(options: Any) -> QueryPlan:
     Called on the driver; raises :class:`~spark_stream_sched.errors.ConfigError` early.
     """
     config = parse_options(dict(options))
-    schema = config.schema
-    if schema is None:
-        for path in config.inputs:
-            files = io_inputs.list_files(path)
-            if files:
-                schema = io_inputs.infer_schema(files[0], config.format)
-                break
-        else:
-            raise ConfigError(f"option schema is not set and no input file exists yet under "
-                              f"{list(config.inputs)} to infer it from; set option schema, e.g. "
-                              f"'ts bigint, key string, value double'")
-    plan = QueryPlan(config, schema)
-    plan.window_operator()  # columns, key and aggregate types are checked here, on the driver
-    return plan
+    schema = inputs.resolve_schema(config.inputs, config.format, config.schema)
+    config.spec.build(schema)  # columns, key, aggregate and filter types are checked here
+    return SourcePlan(config, schema)
+
+
+@contextmanager
+def _plain_config_errors() -> Iterator[None]:
+    """Let a ConfigError raised in Spark's driver-side Python worker reach the user as itself.
+
+    Spark formats an exception in its planner and source-runner workers with the worker's
+    traceback in front of the message, unless ``SPARK_HIDE_TRACEBACK`` is set
+    (``pyspark.util.handle_worker_exception``); a configuration error's traceback only hides
+    the message. Those workers exit right after reporting the error, so setting the variable
+    there affects nothing else. Outside a Spark worker (tests, the CLI) nothing is changed.
+    """
+    try:
+        yield
+    except ConfigError:
+        main = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if main is not None and str(main.name).startswith("pyspark."):
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+        raise
 
 
 # -- Spark data source -------------------------------------------------------------------------
@@ -187,15 +186,23 @@ class OrderedAggDataSource(DataSource):
         return "ordered-agg"
 
     def schema(self) -> StructType:
-        """Result schema: window bounds (type of the input event time), keys, aggregates."""
-        return from_arrow_schema(build_plan(self.options).output_arrow_schema())
+        """Result schema: window bounds (type of the input event time), keys, aggregates.
+
+        Also refuses, at ``load()``, a definition that differs from the one recorded under
+        ``stateLocation`` (``runtime/query/recorded.py``).
+        """
+        with _plain_config_errors():
+            plan = build_plan(self.options)
+            check_recorded(plan.config.state_location, plan.config.spec)
+            return from_arrow_schema(plan.output_arrow_schema())
 
     def streamReader(self, schema: StructType) -> OrderedAggStreamReader:
         """Create the stream reader; records the query under ``stateLocation`` at first start."""
-        plan = build_plan(self.options)
-        check_schema_matches(plan, schema)
-        state_store.record_query(plan.config.state_location, plan.definition())
-        return OrderedAggStreamReader(plan, schema)
+        with _plain_config_errors():
+            plan = build_plan(self.options)
+            check_schema_matches(plan, schema)
+            record_spec(plan.config.state_location, plan.config.spec)
+            return OrderedAggStreamReader(plan, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """``df.writeStream.format("ordered-agg")``: the sink of ``spark/sink.py``.
@@ -237,7 +244,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     partition and the state files.
     """
 
-    def __init__(self, plan: QueryPlan, schema: StructType) -> None:
+    def __init__(self, plan: SourcePlan, schema: StructType) -> None:
         self._plan = plan
         self._schema = schema
         #: per input, how many manifest files Trigger.AvailableNow froze (None: not frozen)
@@ -270,7 +277,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _sync_manifests(self, late_files: str, admit_new: bool) -> None:
         """Append newly listed files to the manifests; handle late files by ``late_files``."""
         for manifest in self._driver_manifests():
-            manifest.sync(io_inputs.list_files(manifest.input_path), late_files, admit_new)
+            manifest.sync(inputs.list_files(manifest.input_path), late_files, admit_new)
 
     def initialOffset(self) -> dict[str, Any]:
         """Offset before the first row of every input."""
@@ -310,7 +317,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Advance the cursors by at most the limit's rows: the earliest rows over all inputs.
 
-        See :func:`~spark_stream_sched.io.inputs.time_aligned_shares`; with
+        See :func:`~spark_stream_sched.inputs.time_aligned_shares`; with
         ``ReadAllAvailable`` (``maxRecordsPerTrigger=0`` or the engine's choice) every listed
         row is admitted.
         """
@@ -324,26 +331,26 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         streams, cursors = self._plan.streams, offset.cursors
         files = [self._files(j) for j in range(c.n_inputs)]
         self._check_unread_files(files, cursors)
-        avail = [0 if cur.finished else io_inputs.available_rows(files[j], cur, c.format, budget)
+        avail = [0 if cur.finished else inputs.available_rows(files[j], cur, c.format, budget)
                  for j, cur in enumerate(cursors)]
         shares = avail
         heads: list[np.ndarray | None] = [None] * c.n_inputs
         if budget is not None:  # admit the earliest rows; their ts are reused by advance()
-            peeked = [io_inputs.peek_event_times(s, files[j], cursors[j], avail[j],
+            peeked = [inputs.peek_event_times(s, files[j], cursors[j], avail[j],
                                                  c.timestamp_column)
                       for j, s in enumerate(streams)]
-            shares = io_inputs.time_aligned_shares(peeked, [cur.last_ts for cur in cursors],
+            shares = inputs.time_aligned_shares(peeked, [cur.last_ts for cur in cursors],
                                                    budget)
             heads = [p[:n] for p, n in zip(peeked, shares, strict=True)]
         finish = c.end_of_input == "exhausted" or (
             c.end_of_input == "availableNow" and self._frozen_lengths is not None)
         cursors = tuple(
-            io_inputs.advance(stream, files[j], cursors[j], shares[j], c.timestamp_column,
+            inputs.advance(stream, files[j], cursors[j], shares[j], c.timestamp_column,
                               c.out_of_order, finish, heads[j])
             for j, stream in enumerate(streams))
         cursors = self._mark_idle(offset.cursors, cursors)
         for j, stream in enumerate(self._plan.streams):
-            io_inputs.warn_ignored_files(stream, files[j], cursors[j])
+            inputs.warn_ignored_files(stream, files[j], cursors[j])
         return Offset(cursors).to_json()
 
     def _mark_idle(self, before: tuple[Cursor, ...],
@@ -388,7 +395,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         manifests = self._driver_manifests()
         for manifest, cursor in zip(manifests, last.cursors, strict=True):
             if cursor.file is not None and not manifest.entries:  # state from before manifests
-                manifest.sync(io_inputs.list_files(manifest.input_path), "defer")
+                manifest.sync(inputs.list_files(manifest.input_path), "defer")
         files = tuple(_files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
                       for j, m in enumerate(manifests))
         for manifest, batch_files in zip(manifests, files, strict=True):
@@ -404,7 +411,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._driver_manifests()
         c = self._plan.config
         version = version_id(parse_offset(end, c.n_inputs))
-        deleted = state_store.prune(c.state_location, version)
+        deleted = versions.prune(c.state_location, version)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
 
     def stop(self) -> None:
@@ -414,19 +421,28 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- executors -----------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Run the partition's groups from version ``start`` to ``end``; yield closed windows."""
+        """Run the partition's groups from version ``start`` to ``end``; yield closed windows.
+
+        A translation: offsets -> rows -> :meth:`GroupedBatch.run` -> Arrow batches of Spark's
+        schema; all the work is the runtime's (``runtime/query/batch.py``).
+        """
         assert isinstance(partition, GroupRangePartition)
-        batch = _BatchRun(self._plan, partition, _spark_batch_id())
         started = time.perf_counter()
-        result = batch.run()
-        batch.metrics["seconds"] = round(time.perf_counter() - started, 4)
-        batch.metrics["late_files_skipped"] = partition.late_files_skipped
-        log.info("ordered-agg partition %d of batch %s: %s", partition.index,
-                 version_id(batch.end), json.dumps(batch.metrics, sort_keys=True))
-        if result.num_rows:
+        n, location = self._plan.config.n_inputs, self._plan.config.state_location
+        start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
+        rows = _rows_between(self._plan, partition.files, start, end)
+        result = self._plan.batch(partition.groups).run(
+            rows, _VersionStore(location, start, end), start.ready_bound(), end.ready_bound())
+        crash_point("source.state_written", batch=_spark_batch_id(), partition=partition.index,
+                    seq=end.total_seq)
+        result.metrics.update(seconds=round(time.perf_counter() - started, 4),
+                              late_files_skipped=partition.late_files_skipped)
+        log.info("ordered-agg partition %d of batch %s: %s", partition.index, version_id(end),
+                 json.dumps(result.metrics, sort_keys=True))
+        if result.output.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
-            yield from _to_spark(result, arrow_schema, self._plan.ts_is_timestamp).to_batches(
-                max_chunksize=OUTPUT_BATCH_ROWS)
+            yield from _to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
+                                 ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
 
 
 def _spark_batch_id() -> str | None:
@@ -461,174 +477,38 @@ def _to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) 
 # -- one partition of one micro-batch (executor side) -----------------------------------------
 
 
-class _BatchRun:
-    """Moves the partition's groups from state version ``start`` to ``end``."""
+class _VersionStore:
+    """Group state of one batch: version ``start`` in, version ``end`` out (``GroupStore``)."""
 
-    def __init__(self, plan: QueryPlan, partition: GroupRangePartition,
-                 batch_id: str | None = None) -> None:
-        n = plan.config.n_inputs
-        self.plan = plan
-        self.partition = partition
-        self.batch_id = batch_id
-        self.start = parse_offset(partition.start, n)
-        self.end = parse_offset(partition.end, n)
-        self.metrics: dict[str, Any] = {}
-        self.start_bound = TS_MAX if self.start.all_finished else self.start.ready_bound()
-        end_bound = TS_MAX if self.end.all_finished else self.end.ready_bound()
-        # An idle input that becomes active again cannot move R back (rows below it are late).
-        self.bound = end_bound if self.start_bound is None or end_bound is None else max(
-            end_bound, self.start_bound)
+    def __init__(self, location: str, start: Offset, end: Offset) -> None:
+        self.location, self.start, self.end = location, start, end
 
-    def new_rows(self) -> pa.Table:
-        """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
-        c = self.plan.config
-        parts = []
-        for j, stream in enumerate(self.plan.streams):
-            rows, _, seq = io_inputs.read_between(
-                stream, list(self.partition.files[j]), self.start.cursors[j],
-                self.end.cursors[j], c.timestamp_column, c.out_of_order)
-            rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
-            parts.append(rows.append_column(SEQ_COL, pa.array(seq)))
-        return pa.concat_tables(parts)
+    def load(self, group: int) -> versions.GroupState:
+        """State of ``group`` at ``start`` (empty at the initial offset)."""
+        if self.start == Offset.initial(len(self.start.cursors)):
+            return versions.GroupState()
+        return versions.load_group(self.location, group, version_id(self.start))
 
-    def group_ids(self, rows: pa.Table) -> np.ndarray:
-        """Partition group of each row (stable hash of the key columns)."""
-        c = self.plan.config
-        if not c.key_columns:
-            return np.zeros(rows.num_rows, np.int32)
-        return np.asarray(assign_to_partition_group(key_hash(rows, list(c.key_columns)),
-                                                    c.partition_groups))
-
-    def drop_late(self, rows: pa.Table) -> pa.Table:
-        """Refuse (or, with ``outOfOrder=drop``, drop) rows below the bound already released.
-
-        Only an input that was idle (option ``idleTimeout``) can send such rows: every other
-        input's rows are at or above its own last ts, hence at or above the previous bound.
-        """
-        if self.start_bound is None or rows.num_rows == 0:
-            return rows
-        ts = event_times(rows, self.plan.config.timestamp_column, "batch rows")
-        late = ts < self.start_bound
-        if not late.any():
-            return rows
-        first = int(np.flatnonzero(late)[0])
-        row = rows.slice(first, 1).to_pylist()[0]
-        if self.plan.config.out_of_order == "fail":
-            raise InputError(
-                f"input {row[INPUT_COL]} sent a late row at position {row[SEQ_COL]}: ts "
-                f"{int(ts[first])} is below the ready bound {self.start_bound} already released "
-                f"while the input was idle (idleTimeout); raise idleTimeout or set "
-                f"outOfOrder=drop to drop late rows")
-        log.warning("dropped %d late rows of idle inputs (outOfOrder=drop)", int(late.sum()))
-        return rows.filter(pa.array(~late))
-
-    def run(self) -> pa.Table:
-        """Process every group of the partition; return their closed windows in output order."""
-        new_rows = self.new_rows()
-        rows = self.drop_late(new_rows)
-        groups = self.group_ids(rows)
-        mine = np.isin(groups, self.partition.groups)
-        per_group = {g: rows.filter(pa.array(groups == g)) for g in self.partition.groups}
-        if self.plan.config.scheduler is None:
-            states, outputs = {}, []
-            for g, group_rows in per_group.items():
-                states[g], out = self.run_group(g, group_rows)
-                outputs.append(out)
-        else:
-            states, outputs = self.run_on_executor(per_group)
-        state_store.save_groups(self.plan.config.state_location, version_id(self.end), states,
-                                {"bound": self.bound})
-        crash_point("source.state_written", batch=self.batch_id, partition=self.partition.index,
-                    seq=self.end.total_seq)
-        out = pa.concat_tables(outputs)
-        self.metrics.update({
-            "rows_read": new_rows.num_rows, "late_dropped": new_rows.num_rows - rows.num_rows,
-            "rows_of_partition": int(mine.sum()), "windows_out": out.num_rows,
-            "groups": len(self.partition.groups), "ready_bound": self.bound,
-            "state_bytes": sum(len(s.window or b"") + (s.pending.nbytes if s.pending is not None
-                                                        else 0) for s in states.values()),
-        })
-        if out.num_rows == 0:
-            return out
-        names = [WINDOW_END, WINDOW_START, *self.plan.config.key_columns]
-        keys = [(name, "ascending", "at_start") for name in names]
-        return out.take(pc.sort_indices(out, sort_keys=keys))
-
-    def load_group(self, group: int, rows: pa.Table) -> tuple[bytes | None, pa.Table, pa.Table]:
-        """Load ``group`` at version ``start``; split its buffered + new rows into ready / not.
-
-        Returns the window state (None before the first batch), the rows released now (in the
-        total order) and the rows still pending.
-        """
-        if self.start == Offset.initial(self.plan.config.n_inputs):
-            state = state_store.GroupState()
-        else:
-            state = state_store.load_group(self.plan.config.state_location, group,
-                                           version_id(self.start))
-        buffered = rows if state.pending is None else pa.concat_tables(
-            [state.pending, rows.cast(state.pending.schema)])
-        released, pending = self.split_ready(buffered)
-        return state.window, released, pending
-
-    def run_group(self, group: int, rows: pa.Table) -> tuple[state_store.GroupState, pa.Table]:
-        """Move ``group`` from version ``start`` to ``end``: its new state and closed windows."""
-        snapshot, released, pending = self.load_group(group, rows)
-        window = (WindowAggregator.restore(snapshot) if snapshot is not None
-                  else self.plan.window_operator())
-        out = window.update(released, self.bound)
-        return state_store.GroupState(pending, window.snapshot()), out
-
-    def run_on_executor(self, per_group: dict[int, pa.Table]
-                        ) -> tuple[dict[int, state_store.GroupState], list[pa.Table]]:
-        """Run the groups as a plan of window operators, one path per group, on the executor.
-
-        Option ``scheduler`` picks the strategy that decides which group's operator runs next
-        and ``workers`` the threads (seed 001 §3, seed 000 §5); each operator continues from the
-        group's state with the batch's ready bound, so the result is the direct path's.
-        """
-        from spark_stream_sched.runtime.executor.engine import Engine
-        from spark_stream_sched.runtime.executor.stateful import WindowOperator
-        from spark_stream_sched.runtime.plan import OperatorDef, OperatorKind, QueryPlan
-
-        c = self.plan.config
-        loaded = {g: self.load_group(g, rows) for g, rows in per_group.items()}
-        params = {"size": c.window_ms, "slide": c.slide_ms, "keys": list(c.key_columns),
-                  "aggregates": list(c.aggregates), "ts": c.timestamp_column,
-                  "bound": self.bound}
-        plan = QueryPlan([OperatorDef(f"w{g}", OperatorKind.WINDOW_AGGREGATE, (f"g{g}",),
-                                      params={**params, "state": snapshot})
-                          for g, (snapshot, _, _) in loaded.items()])
-        result = Engine(plan, str(c.scheduler), workers=c.workers,
-                        ts_column=c.timestamp_column).run(
-            {f"g{g}": released for g, (_, released, _) in loaded.items()})
-        self.metrics["executor"] = result.metrics.progress()
-        states = {}
-        for g, (_, _, pending) in loaded.items():
-            operator = result.operators[f"w{g}"]
-            assert isinstance(operator, WindowOperator)
-            states[g] = state_store.GroupState(pending, operator.aggregator.snapshot())
-        return states, [result.outputs[f"w{g}"] for g in loaded]
-
-    def split_ready(self, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """Rows with ``ts < R`` in the total order ``(ts, input, seq)``, and the rest.
-
-        This is S-Merge's release step with the *global* ready bound taken from the end offset.
-        The runtime's :class:`~spark_stream_sched.runtime.merge.SMerge` derives ``R`` from the
-        rows pushed into it, but a partition only sees the rows of its own groups, whose latest
-        event times lag behind the inputs'; releasing by the offset's ``R`` keeps every group's
-        output independent of the partitioning.
-        """
-        if self.bound is None or rows.num_rows == 0:
-            return rows.slice(0, 0), rows
-        ts = event_times(rows, self.plan.config.timestamp_column, "buffered rows")
-        ready = ts < self.bound if self.bound != TS_MAX else np.ones(len(ts), bool)
-        order = np.lexsort((rows.column(SEQ_COL).to_numpy(), rows.column(INPUT_COL).to_numpy(),
-                            ts))
-        order = order[ready[order]]
-        return rows.take(pa.array(order)), rows.filter(pa.array(~ready))
+    def save(self, states: dict[int, versions.GroupState], meta: dict[str, Any]) -> None:
+        """Write the groups' state as version ``end``."""
+        versions.save_groups(self.location, version_id(self.end), states, meta)
 
 
-def check_schema_matches(plan: QueryPlan, schema: StructType) -> None:
+def _rows_between(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
+                  end: Offset) -> pa.Table:
+    """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
+    c = plan.config
+    parts = []
+    for j, stream in enumerate(plan.streams):
+        rows, _, seq = inputs.read_between(
+            stream, list(files[j]), start.cursors[j], end.cursors[j], c.timestamp_column,
+            c.out_of_order)
+        rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
+        parts.append(rows.append_column(SEQ_COL, pa.array(seq)))
+    return pa.concat_tables(parts)
+
+
+def check_schema_matches(plan: SourcePlan, schema: StructType) -> None:
     """Refuse a user-given schema (``readStream.schema(...)``) that differs from the result's.
 
     Raises

@@ -19,6 +19,9 @@ nothing happens. A test arms a crash point in one of two ways:
 
 Every named step is listed in :data:`STEPS` so tests can iterate over all of them; a call with
 an unknown step name is a programming error and raises ``ValueError``.
+
+A full disk is a fault too: :func:`fill_disk` fills a (small, e.g. tmpfs) file system to its last
+byte, so the next durable write fails with ``ENOSPC``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 #: Every crash point in the code base, with what is durable when it fires.
 STEPS: dict[str, str] = {
@@ -106,3 +110,20 @@ def inject_crash(step: str, **match: object) -> Iterator[None]:
         yield
     finally:
         _armed.pop(step, None)
+
+
+def fill_disk(directory: Path) -> Path:
+    """Fill the file system holding ``directory`` to the last byte; return the filler file.
+
+    Deleting the returned file frees the space again.
+    """
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:  # unbuffered, so every block that fits is written
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler

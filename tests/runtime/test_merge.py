@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 
 from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError, StateError
-from spark_stream_sched.runtime import snapshot
 from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX
+from spark_stream_sched.runtime.state import snapshot
 
 
 def t(*ts: int) -> pa.Table:

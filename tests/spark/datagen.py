@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
+
+from spark_stream_sched.inputs import write_input
 
 
 def make_stream(seed: int, input_id: int, n_rows: int, n_keys: int = 5,
@@ -34,19 +31,5 @@ def make_stream(seed: int, input_id: int, n_rows: int, n_keys: int = 5,
 def write_stream(table: pa.Table, directory: str, n_files: int, fmt: str = "parquet",
                  row_group_size: int = 50) -> list[str]:
     """Split ``table`` into ``n_files`` files named in stream order under ``directory``."""
-    os.makedirs(directory, exist_ok=True)
-    bounds = np.linspace(0, table.num_rows, n_files + 1).astype(int)
-    paths = []
-    for i in range(n_files):
-        part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
-        path = os.path.join(directory, f"part-{i:05d}.{fmt}")
-        if fmt == "parquet":
-            pq.write_table(part, path, row_group_size=row_group_size)
-        elif fmt == "csv":
-            pa_csv.write_csv(part, path)
-        else:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(row) + "\n" for row in part.to_pylist())
-        paths.append(path)
-    return paths
+    return [str(p) for p in write_input(table, directory, fmt, n_files, row_group_size)]
 

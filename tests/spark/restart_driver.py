@@ -13,6 +13,8 @@ import sys
 
 import pyarrow.parquet as pq
 
+from spark_stream_sched.runtime.state.atomic import atomic_writer
+
 
 def main() -> None:
     options_path, checkpoint, out = sys.argv[1:4]
@@ -31,9 +33,8 @@ def main() -> None:
         table = df.toArrow()
         table = table.sort_by([("window_end", "ascending"), ("window_start", "ascending"),
                                ("meter", "ascending")])
-        tmp = os.path.join(out, f".batch-{batch_id:05d}.tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, os.path.join(out, f"batch-{batch_id:05d}.parquet"))
+        with atomic_writer(os.path.join(out, f"batch-{batch_id:05d}.parquet")) as tmp:
+            pq.write_table(table, tmp)
         print(f"BATCH {batch_id}", flush=True)
 
     query = (spark.readStream.format("ordered-agg").options(**options).load().writeStream

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from spark_stream_sched import inputs
 from spark_stream_sched.errors import InputError, OutOfOrderError
-from spark_stream_sched.io import inputs
-from spark_stream_sched.io.inputs import Cursor, InputStream
+from spark_stream_sched.inputs import Cursor, InputStream
 
 from .datagen import make_stream, write_stream
 
@@ -35,7 +35,9 @@ def test_listing_skips_hidden_files_and_sorts_by_name(tmp_path) -> None:
     assert inputs.list_files(str(tmp_path)) == [str(tmp_path / "a.parquet"),
                                                  str(tmp_path / "b.parquet")]
     assert inputs.list_files(str(tmp_path / "*.parquet")) == inputs.list_files(str(tmp_path))
-    with pytest.raises(InputError, match="neither a directory nor a glob"):
+    assert inputs.list_files(str(tmp_path / "b.parquet")) == [str(tmp_path / "b.parquet")]
+    assert inputs.list_files(str(tmp_path / "*.csv")) == []  # a glob may match nothing yet
+    with pytest.raises(InputError, match="neither a directory, a file nor a glob"):
         inputs.list_files(str(tmp_path / "missing"))
 
 

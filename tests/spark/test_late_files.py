@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_stream_sched.errors import InputError
-from spark_stream_sched.io.manifest import manifest_path, read_manifest
+from spark_stream_sched.inputs.manifest import manifest_path, read_manifest
 from spark_stream_sched.spark.offsets import parse_offset
 from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
 

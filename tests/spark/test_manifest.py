@@ -1,4 +1,4 @@
-"""Input manifests and the state-location lock, without Spark (issue 12, defects 4 and 6).
+"""Input manifests without Spark (issue 12, defect 4; the lock is in tests/runtime/state).
 
 The manifest is the durable list of files the driver admitted into an input: replays plan from
 it, late-sorting files are reported (or skipped and counted), torn appends are tolerated and
@@ -8,14 +8,11 @@ corrupt lines or changed files are clear errors.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from spark_stream_sched.errors import InputError, StateError
-from spark_stream_sched.io.manifest import FileManifest, manifest_path, read_manifest
-from spark_stream_sched.spark.location_lock import LocationLock
+from spark_stream_sched.inputs.manifest import FileManifest, manifest_path, read_manifest
 
 
 def touch(directory, name: str, data: bytes = b"x") -> str:
@@ -130,41 +127,3 @@ def test_a_late_file_is_skipped_once_recorded_and_counted(tmp_path, input_dir) -
     assert reloaded.skipped_count == 1
     assert late not in reloaded.admitted
     assert reloaded.last_file == str(input_dir / "c")
-
-
-# -- the state-location lock -------------------------------------------------------------------
-
-HOLD = """
-import sys, time
-from spark_stream_sched.spark.location_lock import LocationLock
-lock = LocationLock(sys.argv[1]); lock.acquire(); print("held", flush=True); time.sleep(60)
-"""
-
-
-def test_a_second_process_is_refused_naming_the_location_and_holder(tmp_path) -> None:
-    location = str(tmp_path / "state")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, location], stdout=subprocess.PIPE,
-                              text=True)
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(StateError, match=rf"stateLocation '{location}' is in use by "
-                                             rf".*pid {holder.pid} on host"):
-            LocationLock(location).acquire(wait_seconds=0.3)
-    finally:
-        holder.kill()
-        holder.wait()
-    lock = LocationLock(location)  # a dead holder leaves no stale lock
-    lock.acquire(wait_seconds=5)
-    assert lock.held
-    lock.release()
-
-
-def test_the_lock_is_taken_over_within_one_process(tmp_path) -> None:
-    first, second = LocationLock(str(tmp_path)), LocationLock(str(tmp_path))
-    first.acquire()
-    second.acquire(wait_seconds=0)
-    assert second.held
-    assert not first.held
-    first.release()  # releasing a lock no longer held is a no-op
-    second.release()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.io.inputs import Cursor
+from spark_stream_sched.inputs import Cursor
 from spark_stream_sched.runtime.packets import TS_MAX
 from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
 

@@ -47,7 +47,7 @@ def test_required_options(missing: str) -> None:
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("window", "thirty seconds", r"option window='thirty seconds'"),
     ("slide", "1 minute", r"option slide='1 minute' is longer than window"),
-    ("format", "avro", r"option format='avro' is not one of parquet, csv, json"),
+    ("format", "avro", r"option format='avro' is not an input format"),
     ("outOfOrder", "reorder", r"option outOfOrder='reorder' is not one of fail, drop"),
     ("partitionGroups", "0", r"option partitionGroups='0' must be at least 1"),
     ("maxRecordsPerTrigger", "lots", r"option maxRecordsPerTrigger='lots' is not an integer"),

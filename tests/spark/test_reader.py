@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_stream_sched.errors import OutOfOrderError, StateError
-from spark_stream_sched.spark import state_store
+from spark_stream_sched.runtime.state.versions import KEEP_OLDER_VERSIONS, version_path
 from spark_stream_sched.spark.offsets import parse_offset, version_id
 from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
 
@@ -137,7 +137,7 @@ def test_missing_state_version_is_a_clear_error(tmp_path) -> None:
     mid = reader.latestOffset(start, reader.getDefaultReadLimit())
     for p in reader.partitions(start, mid):
         list(reader.read(p))
-    os.unlink(state_store.version_path(str(tmp_path / "s"), 0, version_id(parse_offset(mid, 3))))
+    os.unlink(version_path(str(tmp_path / "s"), 0, version_id(parse_offset(mid, 3))))
     end = reader.latestOffset(mid, reader.getDefaultReadLimit())
     partitions = reader.partitions(mid, end)
     with pytest.raises(StateError, match=r"state of partition group 0 .* is missing"):
@@ -151,7 +151,7 @@ def test_commit_prunes_old_versions(tmp_path) -> None:
     batches = run_batches(make_reader(opts))
     assert len(batches) > 5
     versions = os.listdir(os.path.join(str(tmp_path / "s"), "versions"))
-    assert len(versions) == state_store.KEEP_OLDER_VERSIONS + 1
+    assert len(versions) == KEEP_OLDER_VERSIONS + 1
 
 
 def test_out_of_order_input_fails_on_the_driver_naming_input_and_position(tmp_path) -> None:

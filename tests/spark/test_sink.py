@@ -229,7 +229,7 @@ def test_options_are_validated_with_suggestions(tmp_path: Path) -> None:
 
 def write_file_streams(tables: list[pa.Table], root: Path, files_per_input: int) -> list[Path]:
     """One directory per input; files in name order with increasing modification times."""
-    from spark_stream_sched.data.files import write_inputs
+    from spark_stream_sched.inputs import write_inputs
     from spark_stream_sched.jobs.runner import order_modification_times
 
     dirs = write_inputs(tables, root, "parquet", files_per_input)

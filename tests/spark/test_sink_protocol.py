@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 from spark_stream_sched.errors import SpillError, StateError
 from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
+from spark_stream_sched.runtime.state.commit_log import OWNER_FILE
+from spark_stream_sched.runtime.state.lock import LocationLock
 from spark_stream_sched.spark import sink
-from spark_stream_sched.spark.sink_state import OWNER_FILE, locked
 from spark_stream_sched.testing import faults
-from spark_stream_sched.testing.faults import STEPS, InjectedCrash, inject_crash
+from spark_stream_sched.testing.faults import STEPS, InjectedCrash, fill_disk, inject_crash
 
 from .test_sink import (
     FakeTasks,
@@ -185,8 +186,8 @@ def test_recreated_checkpoint_with_the_same_path_is_refused(
 
 def test_second_query_on_a_shared_location_is_refused_while_one_commits(tmp_path: Path) -> None:
     config = sink.parse_sink_options(options(tmp_path))
-    with locked(config.state_location), pytest.raises(StateError,
-                                                      match="being committed by another"):
+    with LocationLock(config.state_location, "ordered-agg sink").hold(), \
+            pytest.raises(StateError, match="in use by ordered-agg sink with pid"):
         sink.SinkCommitter(config).commit_batch(0, [])
 
 
@@ -230,32 +231,10 @@ def test_foreign_output_in_a_fresh_location_is_still_refused(tmp_path: Path) -> 
 # -- a real full disk ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Any:
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
-
-
 def test_full_disk_fails_naming_the_file_then_recovers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_disk: Path,
         clean_output: dict[str, bytes]) -> None:
-    filler = small_disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:  # fill the disk up (unbuffered), leaving no room for a result file
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    filler = fill_disk(small_disk)  # leaving no room for a result file
     opts = options(tmp_path, path=str(small_disk / "out"))
     writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(opts))
     tasks = FakeTasks(monkeypatch, writer)
@@ -284,7 +263,8 @@ def test_full_disk_while_staging_names_the_file_and_leaves_nothing(
     opts = options(tmp_path, stateLocation=str(small_disk / "state"))
     writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(opts))
     big = make_inputs(rows=20_000)[0]  # ~1 MB of Arrow: more than the disk holds
-    with pytest.raises(SpillError, match=r"batch 0, partition 0: cannot stage rows in .*\.tmp"):
+    with pytest.raises(SpillError,
+                       match=r"batch 0, partition 0: cannot write .*/part-00000-0-\w+\.arrow"):
         FakeTasks(monkeypatch, writer).write(0, [big])
     assert not [p for p in small_disk.rglob("*") if p.is_file()]
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from spark_stream_sched.io.manifest import manifest_path, read_manifest
+from spark_stream_sched.inputs.manifest import manifest_path, read_manifest
 from spark_stream_sched.testing import faults
 
 from .helpers import run_available_now, source_options, start_query, write_inputs

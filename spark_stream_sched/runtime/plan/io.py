@@ -16,7 +16,6 @@ Unknown keys are rejected with a suggestion.
 
 from __future__ import annotations
 
-import difflib
 import json
 import tomllib
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from typing import Any
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.plan.dag import QueryPlan
 from spark_stream_sched.runtime.plan.operators import OperatorDef, OperatorKind
+from spark_stream_sched.runtime.query.names import did_you_mean
 
 _TOP_KEYS = ("name", "description", "operators")
 _OP_KEYS = (
@@ -117,7 +117,4 @@ def check_keys(doc: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> 
 
 def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
     """Return ``"; did you mean 'x'?"`` for the closest choice, or a list of valid choices."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return "; valid: " + ", ".join(choices)
+    return did_you_mean(word, choices) or "; valid: " + ", ".join(choices)

@@ -25,12 +25,12 @@ Contract (called on the driver, by the one process that holds the state location
   returned) is dropped and cut off; any other unreadable line is a
   :class:`~spark_stream_sched.errors.StateError` naming the file and the line number.
 
-Pure Python: no pyspark.
+Appends go through :func:`~spark_stream_sched.runtime.state.atomic.append_durably`. Pure
+Python: no pyspark.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_stream_sched.errors import InputError, StateError
-from spark_stream_sched.spark.state_store import fsync_dir
+from spark_stream_sched.inputs.listing import file_identity
+from spark_stream_sched.runtime.state.atomic import append_durably
+from spark_stream_sched.runtime.state.records import seal, unseal
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ class ManifestEntry:
         """The entry as one JSON line with the fixed key order."""
         record = {"index": self.index, "file": self.file, "size": self.size,
                   "mtime_ns": self.mtime_ns, "skipped": self.skipped}
-        return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        return seal(record) + b"\n"
 
 
 def manifest_path(location: str, input_id: int) -> str:
@@ -96,7 +98,7 @@ def read_manifest(path: str) -> tuple[list[ManifestEntry], int]:
     entries = []
     for number, line in enumerate(complete.splitlines(), start=1):
         try:
-            entry = _entry(json.loads(line), number - 1)
+            entry = _entry(unseal(line), number - 1)
         except ValueError:
             entry = None
         if entry is None:
@@ -188,14 +190,7 @@ class FileManifest:
         start = len(self.entries)
         added = [ManifestEntry(start + i, f, *_stat(f), skipped=skipped)
                  for i, f in enumerate(files)]
-        created = not os.path.exists(self.path)
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path, "ab") as fh:
-            fh.write(b"".join(e.to_line() for e in added))
-            fh.flush()
-            os.fsync(fh.fileno())
-        if created:
-            fsync_dir(os.path.dirname(self.path))
+        append_durably(self.path, b"".join(e.to_line() for e in added))
         self.entries.extend(added)
         self._known.update((e.file, e) for e in added)
 
@@ -220,9 +215,5 @@ class FileManifest:
 
 
 def _stat(path: str) -> tuple[int, int]:
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"input file {path!r} has disappeared; files of an input must stay "
-                         f"until the query has consumed and committed them") from None
-    return stat.st_size, stat.st_mtime_ns
+    _, size, mtime_ns = file_identity(path)
+    return size, mtime_ns

@@ -1,49 +1,42 @@
-"""File-backed input streams: listing, cheap row counts, reads between cursors, admission.
-
-Pure Python + PyArrow (no pyspark), so the Spark source's offset logic is testable without a JVM.
+"""Cursors over input streams: where each input stands, what to admit next, the rows between.
 
 Contract of an input stream (documented for users in ``spark/options.py``):
 
-* an input is a directory (its regular files in name order, hidden ``.*`` and ``_*`` files such
-  as ``_SUCCESS`` skipped) or a glob (its matches in path order);
+* an input's files and their order come from the one listing rule (``inputs/listing.py``);
 * files are immutable once visible (write elsewhere and rename into place); a file that appears
   later must sort after the last file admitted from that input, otherwise it is *late* — it
   would belong to the past of the stream — and is reported (or, with ``lateFiles=skip``,
-  recorded and counted) by the input's manifest (``io/manifest.py``), never read or ignored in
-  silence. The Spark source walks its cursors over the manifest's files, not over a fresh
+  recorded and counted) by the input's manifest (``inputs/manifest.py``), never read or ignored
+  in silence. The Spark source walks its cursors over the manifest's files, not over a fresh
   listing, so a replayed batch reads exactly the files it planned;
-* rows of one input are in non-decreasing event time across the files in that order.
+* rows of one input are in non-decreasing event time across the files in that order; a file
+  with no rows (an empty file, in any format) is stepped over.
 
 A :class:`Cursor` names the file it is in and how many of its rows were consumed;
 :func:`time_aligned_shares` splits a row budget over inputs (the earliest rows first),
 :func:`advance` moves one cursor and :func:`read_between` returns exactly the rows between two
 cursors.
+
+Pure Python + PyArrow (no pyspark), so the Spark source's offset logic is testable without a JVM.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
-import glob
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import InputError
+from spark_stream_sched.inputs.files import count_rows, read_file_rows
 from spark_stream_sched.runtime.merge import in_order_mask
 from spark_stream_sched.runtime.packets import event_times
 
 log = logging.getLogger(__name__)
-
-_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -63,109 +56,6 @@ class Cursor:
                 "finished": self.finished, "idle": self.idle}
 
 
-
-# -- listing and reading files -----------------------------------------------------------------
-
-
-def list_files(path: str) -> list[str]:
-    """Return the files of one input in stream order (see the module docstring)."""
-    if _GLOB_CHARS & set(path):
-        matches = sorted(glob.glob(path))
-        return [m for m in matches if os.path.isfile(m)
-                and not os.path.basename(m).startswith((".", "_"))]
-    if not os.path.isdir(path):
-        raise InputError(f"input path {path!r} is neither a directory nor a glob; create the "
-                         f"directory (it may start empty) or fix option inputs")
-    names = sorted(n for n in os.listdir(path) if not n.startswith((".", "_")))
-    return [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
-
-
-def _identity(path: str) -> tuple[str, int, int]:
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"input file {path!r} has disappeared; files of an input must stay "
-                         f"until the query has consumed and committed them") from None
-    return path, stat.st_size, stat.st_mtime_ns
-
-
-@functools.lru_cache(maxsize=4096)
-def _count_rows(identity: tuple[str, int, int], fmt: str) -> int:
-    path = identity[0]
-    if fmt == "parquet":
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    return int(_read_text_file(identity, fmt, None).num_rows)
-
-
-def count_rows(path: str, fmt: str) -> int:
-    """Rows in one file: Parquet footer metadata; CSV/JSON are parsed once and cached."""
-    return _count_rows(_identity(path), fmt)
-
-
-@functools.lru_cache(maxsize=4)
-def _read_text_file(identity: tuple[str, int, int], fmt: str,
-                    schema: pa.Schema | None) -> pa.Table:
-    path = identity[0]
-    try:
-        if fmt == "csv":
-            convert = pa_csv.ConvertOptions(column_types=schema) if schema is not None else None
-            return pa_csv.read_csv(path, convert_options=convert)
-        parse = pa_json.ParseOptions(explicit_schema=schema) if schema is not None else None
-        return pa_json.read_json(path, parse_options=parse)
-    except pa.ArrowInvalid as exc:
-        raise InputError(f"cannot parse {fmt} file {path!r}: {exc}") from exc
-
-
-def read_file_rows(path: str, fmt: str, schema: pa.Schema | None, start: int,
-                   stop: int) -> pa.Table:
-    """Rows ``[start, stop)`` of one file, conformed to ``schema`` (column order and types).
-
-    Parquet reads only the row groups that overlap the range.
-    """
-    if fmt == "parquet":
-        table = _read_parquet_range(path, start, stop, schema)
-    else:
-        table = _read_text_file(_identity(path), fmt, schema).slice(start, stop - start)
-    if schema is None:
-        return table
-    try:
-        return table.select(schema.names).cast(schema)
-    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"file {path!r} does not match the input schema {schema}: {exc}; "
-                         f"fix the file or option schema") from exc
-
-
-def _read_parquet_range(path: str, start: int, stop: int,
-                        schema: pa.Schema | None) -> pa.Table:
-    pf = pq.ParquetFile(path)
-    groups, first_row, offset = [], None, 0
-    for i in range(pf.metadata.num_row_groups):
-        n = pf.metadata.row_group(i).num_rows
-        if offset < stop and offset + n > start:
-            groups.append(i)
-            first_row = offset if first_row is None else first_row
-        offset += n
-    columns = schema.names if schema is not None else None
-    if not groups:
-        return pf.schema_arrow.empty_table() if columns is None else \
-            pf.schema_arrow.empty_table().select(columns)
-    try:
-        table = pf.read_row_groups(groups, columns=columns)
-    except (KeyError, pa.ArrowInvalid) as exc:
-        raise InputError(f"cannot read {path!r} with columns {columns}: {exc}") from exc
-    return table.slice(start - (first_row or 0), stop - start)
-
-
-def infer_schema(path: str, fmt: str) -> pa.Schema:
-    """Schema of one file (the first file of the first input, when option schema is omitted)."""
-    if fmt == "parquet":
-        return pq.ParquetFile(path).schema_arrow
-    return _read_text_file(_identity(path), fmt, None).schema
-
-
-# -- cursors -----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class InputStream:
     """One input: its path, file format and row schema (picklable)."""
@@ -174,10 +64,6 @@ class InputStream:
     path: str
     fmt: str
     schema: pa.Schema | None
-
-    def files(self, limit_to: Sequence[str] | None = None) -> list[str]:
-        """Files in stream order; ``limit_to`` (a frozen listing) caps them for AvailableNow."""
-        return list(limit_to) if limit_to is not None else list_files(self.path)
 
 
 def _next_position(files: list[str], cursor: Cursor, fmt: str) -> tuple[int, int]:

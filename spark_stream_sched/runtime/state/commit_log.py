@@ -1,42 +1,48 @@
-"""The ``ordered-agg`` sink's state location: owner record, commit log, lock (no pyspark).
+"""The ``ordered-agg`` sink's state location: owner record, commit log, state files (no pyspark).
 
 Layout under ``stateLocation`` (default ``<checkpointLocation>/ordered-agg-sink``)::
 
     _sink.json                      owner: checkpoint, Spark query id, output path, fingerprint
-    _sink.lock                      flock'ed while a commit or finish runs
+    _lock                           flock'ed while a commit or finish runs
+                                    (:class:`~spark_stream_sched.runtime.state.lock.LocationLock`)
     commits/batch-<id>.json         commit marker of batch <id> (written last, atomically)
     commits/final.json              marker of finish_sink(): every input finished
-    state/batch-<id>.state          runtime snapshot after batch <id> (pruned to keepVersions)
-    staging/batch-<id>/part-*.arrow rows the write tasks of batch <id> staged
+    state/batch-<id>.state          runtime snapshot after batch <id> (pruned to keepVersions);
+                                    its SHA-256 is in the batch's commit marker
+    staging/batch-<id>/part-*.arrow rows the write tasks of batch <id> staged (spark/sink.py)
 
-The owner record is created once, exclusively (``link`` of a fully written temporary file, so
-two queries racing for a fresh location cannot both win), before the first output is written.
-Every commit checks it *before* anything is treated as a replay, so a reused or shared location
-fails with a message naming both queries instead of silently skipping batches (issue 12).
+The owner record is created once, exclusively
+(:func:`~spark_stream_sched.runtime.state.atomic.create_exclusively`, so two queries racing for
+a fresh location cannot both win), before the first output is written. Every commit checks it
+*before* anything is treated as a replay, so a reused or shared location fails with a message
+naming both queries instead of silently skipping batches (issue 12). Markers and the owner
+record are checksummed JSON (:mod:`~spark_stream_sched.runtime.state.records`). Every file is
+written with
+:func:`~spark_stream_sched.runtime.state.atomic.atomic_write`; a missing, truncated or corrupt
+one is a :class:`~spark_stream_sched.errors.StateError` naming it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
+import hashlib
 import json
 import os
 import socket
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.spark.state_store import atomic_write, fsync_dir
+from spark_stream_sched.runtime.state.atomic import atomic_write, create_exclusively, read_bytes
+from spark_stream_sched.runtime.state.records import seal, unseal
 
 OWNER_FILE = "_sink.json"
-LOCK_FILE = "_sink.lock"
 OWNER_FORMAT = "ordered-agg-sink-owner"
 FINAL = "final"
 #: Owner fields that identify one query; all must match on every commit.
 IDENTITY_FIELDS = ("checkpoint_location", "query_id", "output_path")
+_DAMAGED = ("the sink's commit log is damaged — restore the file from a backup, or start the "
+            "query with a new checkpointLocation, stateLocation and output path")
 
 
 def batch_name(batch_id: int) -> str:
@@ -51,14 +57,13 @@ def commit_path(location: str, name: str) -> Path:
 
 def read_marker(path: Path) -> dict[str, Any]:
     """Read one commit marker; a truncated or foreign file is a StateError naming it."""
+    data = read_bytes(str(path), "ordered-agg sink commit marker", _DAMAGED)
     try:
-        record = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise StateError(f"ordered-agg sink commit marker {path} cannot be read ({exc}); the "
-                         f"sink's commit log is damaged — restore the file from a backup, or "
-                         f"start the query with a new checkpointLocation, stateLocation and "
-                         f"output path") from exc
-    if not isinstance(record, dict) or "batch_id" not in record or "state" not in record:
+        record = unseal(data)
+    except ValueError as exc:
+        raise StateError(f"ordered-agg sink commit marker {path} cannot be read ({exc}); "
+                         f"{_DAMAGED}") from exc
+    if "batch_id" not in record or "state" not in record:
         raise StateError(f"ordered-agg sink commit marker {path} is not a commit record; "
                          f"restore it or start the query with new locations")
     return record
@@ -75,7 +80,46 @@ def read_markers(location: str) -> list[dict[str, Any]]:
 
 def write_marker(location: str, name: str, record: dict[str, Any]) -> None:
     """Write a commit marker atomically (the commit point of its batch)."""
-    atomic_write(str(commit_path(location, name)), json.dumps(record).encode())
+    atomic_write(str(commit_path(location, name)), seal(record))
+
+
+# -- state files -------------------------------------------------------------------------------
+
+
+def state_path(location: str, name: str) -> Path:
+    """Path of the state file written by the commit ``name``."""
+    return Path(location) / "state" / f"{name}.state"
+
+
+def state_file(location: str, record: dict[str, Any]) -> Path:
+    """Path of the state file a commit marker names."""
+    return Path(location) / "state" / str(record["state"])
+
+
+def write_state(location: str, name: str, data: bytes) -> tuple[str, str]:
+    """Write the state of commit ``name``; return its file name and SHA-256 (for the marker)."""
+    path = state_path(location, name)
+    atomic_write(str(path), data)
+    return path.name, hashlib.sha256(data).hexdigest()
+
+
+def read_state(location: str, record: dict[str, Any]) -> bytes:
+    """The state bytes a commit marker names, checked against the marker's SHA-256.
+
+    Raises
+    ------
+    StateError
+        The file is missing, or truncated/corrupt (its digest differs from the marker's);
+        the message names the file.
+    """
+    path = state_file(location, record)
+    data = read_bytes(str(path), f"state file of batch {record['batch_id']}",
+                      "the sink state is incomplete; restore it, or start the query with a new "
+                      "checkpointLocation, stateLocation and output path")
+    if hashlib.sha256(data).hexdigest() != record["state_sha256"]:
+        raise StateError(f"state file {path} does not match its commit marker (corrupt or "
+                         f"truncated); {_DAMAGED}")
+    return data
 
 
 # -- owner record ------------------------------------------------------------------------------
@@ -110,30 +154,17 @@ def owner_record(checkpoint_location: str | None, output_path: str,
 
 
 def _read_owner(path: Path) -> dict[str, Any]:
+    advice = "restore it or use a new stateLocation"
+    data = read_bytes(str(path), "ordered-agg sink owner record", advice)
     try:
-        owner = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+        owner = unseal(data)
+    except ValueError as exc:
         raise StateError(f"ordered-agg sink owner record {path} cannot be read ({exc}); "
                          f"restore it or use a new stateLocation") from exc
-    if not isinstance(owner, dict) or owner.get("format") != OWNER_FORMAT:
+    if owner.get("format") != OWNER_FORMAT:
         raise StateError(f"{path} is not an ordered-agg sink owner record; this stateLocation "
                          f"belongs to something else — use a new stateLocation")
     return owner
-
-
-def _create_exclusively(path: Path, data: bytes) -> bool:
-    """Create ``path`` with ``data`` unless it exists; True when this call created it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    atomic_write(str(tmp), data, sync_dir=False)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(str(path.parent))
-    return True
 
 
 def _describe(owner: dict[str, Any]) -> str:
@@ -165,7 +196,7 @@ def claim(location: str, mine: dict[str, Any], has_foreign_output: bool) -> bool
                              f"checkpoint and stateLocation, or write to a new path")
         record = {**mine, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "host": socket.gethostname(), "pid": os.getpid()}
-        if _create_exclusively(path, json.dumps(record, indent=1).encode()):
+        if create_exclusively(str(path), seal(record, indent=1)):
             return True
     check_owner(location, mine)
     return False
@@ -187,21 +218,3 @@ def check_owner(location: str, mine: dict[str, Any]) -> None:
         raise StateError(f"ordered-agg sink state in {location} was written with other options "
                          f"(window, keys, aggregates, inputs, ...); use a new checkpoint, "
                          f"stateLocation and output path for a changed query")
-
-
-@contextlib.contextmanager
-def locked(location: str) -> Iterator[None]:
-    """Hold the location's exclusive lock for one commit (fails at once when it is held)."""
-    os.makedirs(location, exist_ok=True)
-    path = os.path.join(location, LOCK_FILE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StateError(f"ordered-agg sink stateLocation {location} is being committed by "
-                             f"another process right now (lock {path}); two queries cannot "
-                             f"share a sink stateLocation") from None
-        yield
-    finally:
-        os.close(fd)

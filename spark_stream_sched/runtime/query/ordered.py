@@ -1,7 +1,8 @@
 """S-Merge followed by ordered window aggregation: the multiway aggregate of seed 004.
 
 :class:`OrderedAggregation` chains the Add / S-Merge stages (:class:`~.merge.SMerge`) and the
-Update / Output stages (:class:`~.window.WindowAggregator`) of seed 004 §3: push tuples of any
+Update / Output stages (:class:`~spark_stream_sched.runtime.window.WindowAggregator`) of seed 004
+§3, with an optional filter (``where``) on the merged rows between them: push tuples of any
 input in batches of any size, ``poll()`` returns the windows closed so far. The output depends
 only on the inputs, never on batch boundaries or the timing of pushes and polls.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from spark_stream_sched.errors import InputError
-from spark_stream_sched.runtime import snapshot
 from spark_stream_sched.runtime.aggregates import AggSpec
 from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import Data, as_table
+from spark_stream_sched.runtime.predicate import Predicate
+from spark_stream_sched.runtime.state import snapshot
 from spark_stream_sched.runtime.window import WindowAggregator
 from spark_stream_sched.runtime.windows import WindowSpec
 
@@ -23,23 +25,34 @@ class OrderedAggregation:
     """Deterministic multiway windowed aggregation over ``n_inputs`` sorted streams.
 
     Parameters mirror :class:`SMerge` and :class:`WindowAggregator`; ``input_schema`` is the
-    schema shared by all inputs.
+    schema shared by all inputs; ``where`` keeps only the merged rows matching a predicate.
+    Usually built by :meth:`~spark_stream_sched.runtime.query.QuerySpec.build`.
     """
 
     def __init__(self, n_inputs: int, spec: WindowSpec, key_columns: list[str],
                  aggregates: list[AggSpec] | list[str] | str, ts_column: str = "ts",
                  out_of_order: str = "fail", input_schema: pa.Schema | None = None,
-                 *, _merge: SMerge | None = None,
+                 *, where: str | None = None, _merge: SMerge | None = None,
                  _window: WindowAggregator | None = None) -> None:
         if _merge is not None and _window is not None:
             self.merge, self.window = _merge, _window
+            assert _merge.schema is not None
+            self.where = None if where is None else Predicate.compile(where, _merge.schema)
             return
         if input_schema is None:
             raise ValueError("input_schema is required")
         self.window = WindowAggregator(spec, key_columns, aggregates, ts_column, input_schema)
+        self.where = None if where is None else Predicate.compile(where, input_schema)
         self.merge = SMerge(n_inputs, ts_column, out_of_order)
-        # Projection push-down: only the columns the windows read travel through the merge.
-        self.merge.schema = pa.schema([input_schema.field(c) for c in self.window.columns])
+        # Projection push-down: only the columns the query reads travel through the merge.
+        read = set(self.window.columns) | (self.where.columns if self.where else set())
+        self.merge.schema = pa.schema([f for f in input_schema if f.name in read])
+
+    @property
+    def columns(self) -> list[str]:
+        """Input columns the query reads (windows and filter), in input-schema order."""
+        assert self.merge.schema is not None
+        return list(self.merge.schema.names)
 
     def push(self, input_id: int, data: Data) -> None:
         """Buffer the next tuples of one input (see :meth:`SMerge.push`).
@@ -48,7 +61,7 @@ class OrderedAggregation:
         """
         table = as_table(data)
         try:
-            table = table.select(self.window.columns)
+            table = table.select(self.columns)
         except KeyError as exc:
             raise InputError(f"input {input_id} lacks a column the query reads: {exc}; "
                              f"it has {table.column_names}") from exc
@@ -61,6 +74,8 @@ class OrderedAggregation:
     def poll(self) -> pa.Table:
         """Release ready tuples into the windows and return the windows closed so far."""
         released = self.merge.pop_ready()
+        if self.where is not None and released.num_rows:
+            released = released.filter(pa.array(self.where.evaluate(released)))
         bound = self.merge.ready_bound
         if self.merge.all_finished:
             self.window.update(released, None)
@@ -76,16 +91,17 @@ class OrderedAggregation:
         """Serialise merge and window state together."""
         tables = {"merge": pa.table({"b": [self.merge.snapshot()]}),
                   "window": pa.table({"b": [self.window.snapshot()]})}
-        return snapshot.encode("ordered_aggregation", {}, tables)
+        meta = {"where": self.where.text if self.where is not None else None}
+        return snapshot.encode("ordered_aggregation", meta, tables)
 
     @classmethod
     def restore(cls, data: bytes) -> OrderedAggregation:
         """Rebuild from :meth:`snapshot` bytes (StateError if corrupt)."""
-        _, tables = snapshot.decode(data, "ordered_aggregation")
+        meta, tables = snapshot.decode(data, "ordered_aggregation")
         merge = SMerge.restore(tables["merge"].column("b")[0].as_py())
         window = WindowAggregator.restore(tables["window"].column("b")[0].as_py())
         return cls(merge.n_inputs, window.spec, window.key_columns, [], _merge=merge,
-                   _window=window)
+                   where=meta.get("where"), _window=window)
 
 
 def aggregate_all(inputs: list[pa.Table], spec: WindowSpec, key_columns: list[str],

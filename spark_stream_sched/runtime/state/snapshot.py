@@ -12,6 +12,9 @@ Layout of a snapshot (all integers little-endian)::
 
 :func:`decode` checks the digest before it parses anything, so a truncated or corrupted file is
 reported as such (:class:`~spark_stream_sched.errors.StateError`) and never half-loaded.
+:func:`read_snapshot` reads a snapshot file and names it in every error (missing, truncated,
+corrupt, wrong kind); :func:`write_snapshot` writes one atomically
+(:func:`~spark_stream_sched.runtime.state.atomic.atomic_write`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.state.atomic import atomic_write, read_bytes
 
 MAGIC = b"SSSNAP"
 FORMAT_VERSION = 1
@@ -99,3 +103,27 @@ def decode(data: bytes, expected_kind: str) -> tuple[dict[str, Any], dict[str, p
         body = reader.take(reader.unpack("<Q"))
         tables[name] = pa.ipc.open_stream(body).read_all()
     return meta, tables
+
+
+def write_snapshot(path: str, kind: str, meta: dict[str, Any], tables: dict[str, pa.Table],
+                   sync_dir: bool = True) -> None:
+    """Encode a snapshot and write it to ``path`` atomically (SpillError naming it on failure)."""
+    atomic_write(path, encode(kind, meta, tables), sync_dir=sync_dir)
+
+
+def read_snapshot(path: str, expected_kind: str, what: str = "state file",
+                  advice: str = "restore it from a backup or start from fresh state"
+                  ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """Read and decode the snapshot file ``path``.
+
+    Raises
+    ------
+    StateError
+        When the file is missing (``"<what> is missing: <path>; <advice>"``), truncated,
+        corrupted or of another kind (``"state file <path> is corrupt (...); <advice>"``).
+    """
+    data = read_bytes(path, what, advice)
+    try:
+        return decode(data, expected_kind)
+    except StateError as exc:
+        raise StateError(f"state file {path} is corrupt ({exc}); {advice}") from exc

@@ -1,33 +1,42 @@
-"""One running query per state location: an exclusive ``flock`` held by the driver (no pyspark).
+"""One running query per state location: an exclusive ``flock`` on ``<location>/_lock``.
 
-The source's driver process takes ``<stateLocation>/_lock`` before it plans its first batch and
-keeps it until the query stops (:meth:`LocationLock.release` from the reader's ``stop()``) or
-its process ends — the kernel drops an ``flock`` when its holder dies, so a crash never leaves a
-stale lock behind. The file holds the holder's pid, host and start time, for the message a
-second query gets.
+Both ends of the project use this one lock:
+
+* the **source**'s driver takes it (:meth:`LocationLock.acquire`) before it plans its first
+  batch and keeps it until the query stops (:meth:`LocationLock.release` from the reader's
+  ``stop()``) or its process ends;
+* the **sink** holds it for one commit (``with LocationLock(location, ...).hold():``) and
+  fails at once when another process (or another committer in this process) holds it.
+
+The kernel drops an ``flock`` when its holder dies, so a crash never leaves a stale lock
+behind. The file holds the holder's pid, host, start time and role, for the message a second
+query gets. No pyspark.
 
 Measured on pyspark 4.3 (local mode): the driver methods of a Python stream reader run in one
 Python process per query run, started by the JVM, which ends when the query stops; the reader is
 *also* created by Spark's planner worker (a pooled process that outlives the query) to pickle
-``read()`` for executors, so the lock must be taken lazily by a driver method, never in
+``read()`` for executors, so the source must take the lock lazily in a driver method, never in
 ``streamReader()``. The runner of a stopped query may need a moment to exit; :meth:`acquire`
-waits up to :data:`WAIT_SECONDS` for the lock before refusing. Within one process a newer lock
-object on the same location takes the lock over from an older one (tests drive several readers
-of one location in one process; Spark gives every query run its own driver-side process).
+waits up to :data:`WAIT_SECONDS` for the lock before refusing. Within one process a newer
+source lock object on the same location takes the lock over from an older one (tests drive
+several readers of one location in one process; Spark gives every query run its own driver-side
+process); :meth:`hold` never takes over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 
 from spark_stream_sched.errors import StateError
 
 LOCK_FILE = "_lock"
-#: How long a new query waits for the lock (a stopping query's process to exit).
+#: How long a new source query waits for the lock (a stopping query's process to exit).
 WAIT_SECONDS = 10.0
 
 #: real path of a location -> the lock object of this process that holds it
@@ -35,7 +44,7 @@ _HELD: dict[str, LocationLock] = {}
 
 
 class LocationLock:
-    """An exclusive, process-lifetime lock on one state location."""
+    """An exclusive lock on one state location, held by ``what`` (e.g. ``"ordered-agg sink"``)."""
 
     def __init__(self, location: str, what: str = "ordered-agg source") -> None:
         self.location = location
@@ -45,41 +54,55 @@ class LocationLock:
 
     @property
     def held(self) -> bool:
-        """Whether this process holds the lock."""
+        """Whether this object holds the lock."""
         return self._fd is not None
 
-    def acquire(self, wait_seconds: float = WAIT_SECONDS) -> None:
+    def acquire(self, wait_seconds: float = WAIT_SECONDS, take_over: bool = True) -> None:
         """Take the lock (idempotent); write this process's identity into the lock file.
+
+        With ``take_over`` a lock object of this process that holds the same location hands
+        its lock to this one.
 
         Raises
         ------
         StateError
-            When another process keeps holding it for ``wait_seconds``: names the location and
-            the holder.
+            When another holder keeps it for ``wait_seconds``: names the location and the
+            holder.
         """
         if self._fd is not None:
             return
         key = os.path.realpath(self.location)
         previous = _HELD.get(key)
-        if previous is not None and previous._fd is not None:  # taken over within this process
+        if take_over and previous is not None and previous._fd is not None:
             self._fd, previous._fd = previous._fd, None
             _HELD[key] = self
             return
+        self._fd = self._wait_for_flock(wait_seconds)
+        _HELD[key] = self
+        self._write_holder(self._fd)
+
+    def _wait_for_flock(self, wait_seconds: float) -> int:
         os.makedirs(self.location, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + wait_seconds
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return fd
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
                     raise self._refusal() from None
                 time.sleep(0.1)
-        self._fd = fd
-        _HELD[key] = self
-        self._write_holder(fd)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the lock for the ``with`` block; refuse at once when anyone else holds it."""
+        self.acquire(wait_seconds=0.0, take_over=False)
+        try:
+            yield
+        finally:
+            self.release()
 
     def _write_holder(self, fd: int) -> None:
         holder = {"pid": os.getpid(), "host": socket.gethostname(),
@@ -108,8 +131,9 @@ class LocationLock:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        if _HELD.get(os.path.realpath(self.location)) is self:
-            del _HELD[os.path.realpath(self.location)]
+        key = os.path.realpath(self.location)
+        if _HELD.get(key) is self:
+            del _HELD[key]
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:

@@ -3,35 +3,34 @@
 Layout (Spark state-store semantics: load version v, write v+1, keep the last few)::
 
     <stateLocation>/
-      _query.json                  query definition fixed at first start (partition groups, ...)
+      _query.json                  query definition fixed at first start (partition groups, ...),
+                                   checksummed JSON (runtime/state/records.py)
       versions/
         000000000051200-1f0c...e2/      state after the batch that ended at the offset named by
           group-0000.state              spark.offsets.version_id(); one file per partition group
           group-0003.state
 
-A version file is a runtime snapshot (``runtime/snapshot.py``: magic, format version, SHA-256,
-Arrow IPC — never pickle) of kind ``"ordered-agg-group"`` holding the group's rows that are not
-ready yet (``pending``) and the window operator's own snapshot bytes (``window``). Files are
-written to a temporary name, fsync'ed and renamed, so a crash never leaves a half-written
-version under its final name. Pure Python: no pyspark.
+A version file is a runtime snapshot (:mod:`~spark_stream_sched.runtime.state.snapshot`: magic,
+format version, SHA-256, Arrow IPC — never pickle) of kind ``"ordered-agg-group"`` holding the
+group's rows that are not ready yet (``pending``) and the window operator's own snapshot bytes
+(``window``). Every file is written by
+:func:`~spark_stream_sched.runtime.state.atomic.atomic_write`, so a crash never leaves a
+half-written version under its final name. Pure Python: no pyspark.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError, SpillError, StateError
-from spark_stream_sched.runtime import snapshot
-
-log = logging.getLogger(__name__)
+from spark_stream_sched.errors import ConfigError, StateError
+from spark_stream_sched.runtime.state.atomic import atomic_write, fsync_dir, read_bytes
+from spark_stream_sched.runtime.state.records import seal, unseal
+from spark_stream_sched.runtime.state.snapshot import read_snapshot, write_snapshot
 
 KIND = "ordered-agg-group"
 QUERY_FILE = "_query.json"
@@ -41,6 +40,9 @@ KEEP_OLDER_VERSIONS = 2
 #: Fields of the query definition that may never change for one stateLocation.
 FIXED_FIELDS = ("partition_groups", "n_inputs", "timestamp_column", "key_columns",
                 "window_ms", "slide_ms", "aggregates")
+_ADVICE = ("the stateLocation does not match the checkpointLocation (restore the state "
+           "directory, or restart the query with a fresh checkpointLocation and a fresh "
+           "stateLocation)")
 
 
 @dataclass
@@ -61,44 +63,6 @@ def version_path(location: str, group: int, version: str) -> str:
     return os.path.join(version_dir(location, version), f"group-{group:04d}{SUFFIX}")
 
 
-def fsync_dir(directory: str) -> None:
-    """Make renames and new entries in ``directory`` durable."""
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write(path: str, data: bytes, sync_dir: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically: temporary file, fsync, rename, fsync directory.
-
-    With ``sync_dir=False`` the caller fsyncs the directory once after several writes. On any
-    failure the temporary file is removed and ``path`` is untouched; an ``OSError`` (e.g. a
-    full disk) becomes a :class:`~spark_stream_sched.errors.SpillError` naming ``path``.
-    """
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, StateError):
-            raise SpillError(f"cannot write {path} ({len(data)} bytes): {exc.strerror or exc}; "
-                             f"nothing was committed — free space on that file system (or fix "
-                             f"its permissions) and restart the query from its checkpoint"
-                             ) from exc
-        raise
-    if sync_dir:
-        fsync_dir(directory)
-
-
 def record_query(location: str, definition: dict[str, Any]) -> None:
     """Record the query definition at first start; refuse a changed one later.
 
@@ -106,6 +70,8 @@ def record_query(location: str, definition: dict[str, Any]) -> None:
     ------
     ConfigError
         When a fixed field (e.g. ``partitionGroups``) differs from the recorded one.
+    StateError
+        When the recorded definition cannot be read (naming the file).
 
     Notes
     -----
@@ -113,14 +79,9 @@ def record_query(location: str, definition: dict[str, Any]) -> None:
     """
     path = os.path.join(location, QUERY_FILE)
     if not os.path.exists(path):
-        atomic_write(path, json.dumps(definition, indent=1).encode())
+        atomic_write(path, seal(definition, indent=1))
         return
-    try:
-        with open(path, encoding="utf-8") as fh:
-            recorded = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise StateError(f"cannot read {path}: {exc}; restore the file or use a new "
-                         f"stateLocation and checkpointLocation") from exc
+    recorded = read_query(location)
     for name in FIXED_FIELDS:
         if recorded.get(name) != definition.get(name):
             option = "partitionGroups" if name == "partition_groups" else name
@@ -129,6 +90,17 @@ def record_query(location: str, definition: dict[str, Any]) -> None:
                 f"{location!r} was started with {recorded.get(name)!r}; it is fixed when the "
                 f"query first starts — set it back, or start a new query with a fresh "
                 f"stateLocation and checkpointLocation")
+
+
+def read_query(location: str) -> dict[str, Any]:
+    """The query definition recorded in ``_query.json``; StateError naming the file if unusable."""
+    path = os.path.join(location, QUERY_FILE)
+    advice = "restore the file or use a new stateLocation and checkpointLocation"
+    data = read_bytes(path, "the recorded query definition", advice)
+    try:
+        return unseal(data)
+    except ValueError as exc:
+        raise StateError(f"cannot read {path}: {exc}; {advice}") from exc
 
 
 def save_groups(location: str, version: str, states: dict[int, GroupState],
@@ -145,10 +117,11 @@ def save_groups(location: str, version: str, states: dict[int, GroupState],
             tables["pending"] = state.pending
         if state.window is not None:
             tables["window"] = pa.table({"snapshot": pa.array([state.window], pa.binary())})
-        data = snapshot.encode(KIND, {**meta, "group": group, "version": version}, tables)
-        atomic_write(version_path(location, group, version), data, sync_dir=False)
-    fsync_dir(directory)
-    if created:
+        write_snapshot(version_path(location, group, version), KIND,
+                       {**meta, "group": group, "version": version}, tables, sync_dir=False)
+    if os.path.isdir(directory):
+        fsync_dir(directory)
+    if created and os.path.isdir(directory):
         fsync_dir(os.path.dirname(directory))
 
 
@@ -158,25 +131,15 @@ def load_group(location: str, group: int, version: str) -> GroupState:
     Raises
     ------
     StateError
-        When the file is missing or corrupt; the message names the path and what to do.
+        When the file is missing, truncated or corrupt; the message names the path and what to
+        do.
     """
     path = version_path(location, group, version)
-    advice = ("the stateLocation does not match the checkpointLocation (restore the state "
-              "directory, or restart the query with a fresh checkpointLocation and a fresh "
-              "stateLocation)")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise StateError(f"state of partition group {group} for version {version} is missing: "
-                         f"{path}; {advice}") from None
-    try:
-        meta, tables = snapshot.decode(data, KIND)
-    except StateError as exc:
-        raise StateError(f"state file {path} is corrupt ({exc}); {advice}") from exc
+    meta, tables = read_snapshot(
+        path, KIND, f"state of partition group {group} for version {version}", _ADVICE)
     if meta.get("group") != group or meta.get("version") != version:
         raise StateError(f"state file {path} holds group {meta.get('group')} version "
-                         f"{meta.get('version')}; {advice}")
+                         f"{meta.get('version')}; {_ADVICE}")
     window = tables["window"].column(0)[0].as_py() if "window" in tables else None
     return GroupState(tables.get("pending"), window)
 

@@ -1,0 +1,143 @@
+"""Rows of one input file: counts, row ranges, the file's own schema (every format, one place).
+
+Counts and whole-file reads of text formats are cached by ``(path, size, mtime_ns)``, so the
+driver's planning (counts, peeks) and the reads of one micro-batch parse a file once. A file of
+zero bytes holds zero rows in every format (``inputs/formats.py``).
+
+Pure Python + PyArrow (no pyspark).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spark_stream_sched.errors import InputError
+from spark_stream_sched.inputs.formats import canonical_format, get_format
+from spark_stream_sched.inputs.listing import file_identity
+
+_EMPTY = pa.schema([])
+
+
+@functools.lru_cache(maxsize=4)
+def _read_whole(identity: tuple[str, int, int], fmt: str, schema: Any) -> Any:
+    path, size, _ = identity
+    if size == 0:
+        return (schema if schema is not None else _EMPTY).empty_table()
+    try:
+        return get_format(fmt).read(path, schema)
+    except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+        raise InputError(f"cannot read {fmt} file {path!r}: {exc}{_untyped_hint(schema)}") \
+            from exc
+
+
+def _untyped_hint(schema: Any) -> str:
+    untyped = [f.name for f in schema or () if pa.types.is_null(f.type)]
+    if not untyped:
+        return ""
+    return (f"; column(s) {untyped} have no type, being null in every row of the file the "
+            f"schema was inferred from — declare the schema (option schema)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _count_rows(identity: tuple[str, int, int], fmt: str) -> int:
+    path, size, _ = identity
+    if size == 0:
+        return 0
+    if fmt == "parquet":
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"cannot read parquet file {path!r}: {exc}") from exc
+    return int(_read_whole(identity, fmt, None).num_rows)
+
+
+def count_rows(path: str, fmt: str) -> int:
+    """Rows in one file: Parquet footer metadata; CSV/JSON-lines are parsed once and cached."""
+    return _count_rows(file_identity(path), canonical_format(fmt))
+
+
+def infer_schema(path: str, fmt: str) -> Any:
+    """The schema one file offers by itself: Parquet's own; inferred types for CSV/JSON-lines.
+
+    An empty file offers no columns.
+    """
+    identity, fmt = file_identity(path), canonical_format(fmt)
+    if fmt == "parquet" and identity[1] > 0:
+        try:
+            return pq.ParquetFile(path).schema_arrow
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"cannot read parquet file {path!r}: {exc}") from exc
+    return _read_whole(identity, fmt, None).schema
+
+
+def _widens(source: Any, target: Any) -> bool:
+    """Whether values of type ``source`` convert to ``target`` without changing their kind."""
+    kinds = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp,
+             pa.types.is_string, pa.types.is_large_string)
+    if source == target or pa.types.is_null(source):
+        return True
+    if pa.types.is_integer(source) and pa.types.is_floating(target):
+        return True
+    return any(kind(source) and kind(target) for kind in kinds)
+
+
+def conform(table: Any, schema: Any, path: str) -> Any:
+    """``table`` with ``schema``'s column order and types (InputError naming the file).
+
+    Types may widen (int32 to int64, integer to floating point, timestamp units); a column of
+    another kind (integers where the schema has strings) is refused, not converted.
+    """
+    try:
+        table = table.select(schema.names)
+        for field in schema:
+            if not _widens(table.schema.field(field.name).type, field.type):
+                raise pa.ArrowInvalid(f"column {field.name!r} is "
+                                      f"{table.schema.field(field.name).type}, not {field.type}")
+        return table.cast(schema)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"file {path!r} has schema {table.schema}, which does not match the "
+                         f"input schema {schema}: {exc}; fix the file, or declare the schema "
+                         f"(option schema)") from exc
+
+
+def read_file_rows(path: str, fmt: str, schema: Any, start: int = 0,
+                   stop: int | None = None) -> Any:
+    """Rows ``[start, stop)`` of one file (all rows by default), conformed to ``schema``.
+
+    Parquet reads only the row groups that overlap the range. With ``schema`` None the file's
+    own columns and types are returned.
+    """
+    fmt = canonical_format(fmt)
+    identity = file_identity(path)
+    stop = _count_rows(identity, fmt) if stop is None else stop
+    if fmt == "parquet" and identity[1] > 0:
+        table = _read_parquet_range(path, start, stop, schema)
+    else:
+        table = _read_whole(identity, fmt, schema).slice(start, stop - start)
+    return table if schema is None else conform(table, schema, path)
+
+
+def _read_parquet_range(path: str, start: int, stop: int, schema: Any) -> Any:
+    pf = pq.ParquetFile(path)
+    groups: list[int] = []
+    first_row: int | None = None
+    offset = 0
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        if offset < stop and offset + n > start:
+            groups.append(i)
+            first_row = offset if first_row is None else first_row
+        offset += n
+    columns = schema.names if schema is not None else None
+    if not groups:
+        empty = pf.schema_arrow.empty_table()
+        return empty if columns is None else conform(empty, schema, path)
+    try:
+        table = pf.read_row_groups(groups, columns=columns)
+    except (KeyError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read {path!r} with columns {columns}: {exc}") from exc
+    return table.slice(start - (first_row or 0), stop - start)

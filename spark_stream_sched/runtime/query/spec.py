@@ -1,0 +1,218 @@
+"""The query definition: one frozen, validated :class:`QuerySpec` for every front door.
+
+A spec says *what* a query computes — N inputs merged in the total order ``(ts, input, seq)``
+(S-Merge, seed 004 §4), an optional filter, epoch-aligned sliding windows with aggregates per
+key (W-Hive), the out-of-order policy and the number of partition groups that hold its state
+(seed 003) — and nothing about *how* it runs (paths, formats, scheduler, workers, batch sizes).
+Building a spec runs nothing (STYLE.md "Definition is separate from execution");
+:meth:`QuerySpec.build` creates the runtime logic, optionally resumed from a snapshot.
+
+Thin parsers build specs from Spark source and sink options (:func:`spec_from_options`), the
+``[query]`` table of a TOML job config and CLI flags; all of them share
+:func:`~spark_stream_sched.runtime.durations.parse_duration` and the helpers of
+:mod:`~spark_stream_sched.runtime.query.names`, so the same query written on any surface gives
+an equal spec with the same :meth:`~QuerySpec.fingerprint`. The fingerprint is recorded in the
+state location at first start (:mod:`~spark_stream_sched.runtime.query.recorded`); a restart
+with a changed definition is refused by :meth:`~QuerySpec.changes_from`, naming the option as
+the user writes it (:data:`OPTION_NAMES`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.aggregates import parse_aggregates
+from spark_stream_sched.runtime.durations import format_duration, parse_duration
+from spark_stream_sched.runtime.expr import parse_predicate
+from spark_stream_sched.runtime.merge import OUT_OF_ORDER_POLICIES, check_policy
+from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
+from spark_stream_sched.runtime.query.ordered import OrderedAggregation
+from spark_stream_sched.runtime.window import WindowAggregator
+from spark_stream_sched.runtime.windows import WindowSpec
+
+DEFAULT_PARTITION_GROUPS = 16
+#: Upper bound of ``partitionGroups``. Each group is one state file per committed version (and
+#: the last few versions are kept), so the count multiplies the files written and fsynced per
+#: micro-batch; 100,000 groups wrote 166,702 files (658 MB) without finishing a 2,000-row batch.
+MAX_PARTITION_GROUPS = 4096
+#: Spark option names of the query fields: how messages name a field (``window``, not
+#: ``window_ms``). The TOML ``[query]`` keys are the snake_case field names without ``_ms``.
+OPTION_NAMES: dict[str, str] = {
+    "n_inputs": "inputs", "window_ms": "window", "slide_ms": "slide", "aggregates": "aggregates",
+    "timestamp_column": "timestampColumn", "key_columns": "keyColumns",
+    "out_of_order": "outOfOrder", "where": "where", "partition_groups": "partitionGroups",
+}
+#: Spark options read by :func:`spec_from_options` (besides the input count).
+SPEC_OPTIONS = ("timestampColumn", "keyColumns", "window", "slide", "aggregates", "outOfOrder",
+                "where", "partitionGroups")
+FORMAT = "ordered-agg-query"
+VERSION = 2
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """What one ordered window aggregation computes (picklable, immutable, validated).
+
+    ``aggregates`` are kept in their canonical text (``AggSpec.text()``), so ``COUNT(*) AS n``
+    and ``count(*) as n`` are the same query.
+    """
+
+    n_inputs: int
+    window_ms: int
+    slide_ms: int
+    aggregates: tuple[str, ...]
+    timestamp_column: str = "ts"
+    key_columns: tuple[str, ...] = ()
+    out_of_order: str = "fail"
+    where: str | None = None
+    partition_groups: int = DEFAULT_PARTITION_GROUPS
+
+    def __post_init__(self) -> None:
+        if self.n_inputs < 1:
+            raise ConfigError(f"a query needs at least one input, got {self.n_inputs}")
+        self.window  # noqa: B018 - validates size and slide
+        canonical = tuple(a.text() for a in parse_aggregates(list(self.aggregates)))
+        object.__setattr__(self, "aggregates", canonical)
+        check_policy(self.out_of_order)
+        if self.where is not None:
+            parse_predicate(self.where)
+        check_partition_groups(self.partition_groups)
+        if len(set(self.key_columns)) != len(self.key_columns):
+            raise ConfigError(f"keyColumns {list(self.key_columns)} names a column twice")
+
+    @property
+    def window(self) -> WindowSpec:
+        """The sliding window (validates size and slide)."""
+        return WindowSpec(self.window_ms, self.slide_ms)
+
+    # -- identity --------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as JSON values, in a fixed order (what the state location records)."""
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
+
+    def fingerprint(self) -> str:
+        """Stable hash of the definition: equal specs, equal fingerprints, in any process."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def changes_from(self, recorded: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        """``(option, old, new)`` for each field that differs from a recorded definition.
+
+        ``option`` is the name the user writes (``window``, not ``window_ms``) and the values
+        are shown as written (``'10 seconds'``). Fields the record lacks (written by an older
+        version) are not compared. Empty: the same query.
+        """
+        mine = self.to_json()
+        return [(option, _shown(name, recorded[name]), _shown(name, mine[name]))
+                for name, option in OPTION_NAMES.items()
+                if name in recorded and recorded[name] != mine[name]]
+
+    # -- execution -------------------------------------------------------------------------
+
+    def build(self, input_schema: pa.Schema, resume_state: bytes | None = None
+              ) -> OrderedAggregation:
+        """The merge + filter + windows logic for ``input_schema``, resumed from a snapshot."""
+        if resume_state is not None:
+            return OrderedAggregation.restore(resume_state)
+        return OrderedAggregation(self.n_inputs, self.window, list(self.key_columns),
+                                  list(self.aggregates), self.timestamp_column,
+                                  self.out_of_order, input_schema, where=self.where)
+
+    def build_window(self, input_schema: pa.Schema, resume_state: bytes | None = None
+                     ) -> WindowAggregator:
+        """The window operator of one partition group, resumed from its snapshot."""
+        if resume_state is not None:
+            return WindowAggregator.restore(resume_state)
+        return WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
+                                self.timestamp_column, input_schema)
+
+
+def check_partition_groups(n: int) -> int:
+    """``n`` if it is in ``1 .. MAX_PARTITION_GROUPS`` (ConfigError explaining the bound)."""
+    if n < 1:
+        raise ConfigError(f"must be at least 1, got {n}")
+    if n > MAX_PARTITION_GROUPS:
+        raise ConfigError(
+            f"must be at most {MAX_PARTITION_GROUPS}: each partition group is one state file "
+            f"per committed version, so this many groups would write that many files every "
+            f"micro-batch; use a small multiple of numPartitions "
+            f"(default {DEFAULT_PARTITION_GROUPS})")
+    return n
+
+
+def _shown(name: str, value: Any) -> str:
+    """A recorded value as the user would write it (durations in words)."""
+    if name in ("window_ms", "slide_ms") and isinstance(value, int) and value > 0:
+        return repr(format_duration(value))
+    if isinstance(value, list):
+        return repr(", ".join(str(v) for v in value))
+    return repr(value)
+
+
+def spec_from_options(opts: Mapping[str, str], n_inputs: int) -> QuerySpec:
+    """Build a spec from options already mapped to canonical names (Spark source or sink).
+
+    ``opts`` holds any of :data:`SPEC_OPTIONS`; ``window`` and ``aggregates`` are required.
+    Errors name the option and its value.
+    """
+    window = _option(opts, "window", _duration)
+    slide = _option(opts, "slide", _duration) if opts.get("slide", "").strip() else window
+    if slide > window:
+        raise ConfigError(f"option slide={opts['slide']!r} is longer than window="
+                          f"{opts['window']!r}; windows would leave gaps")
+    groups = _option(opts, "partitionGroups", lambda t: check_partition_groups(int(t)),
+                     str(DEFAULT_PARTITION_GROUPS))
+    return QuerySpec(
+        n_inputs=n_inputs, window_ms=window, slide_ms=slide,
+        aggregates=_option(opts, "aggregates", _aggregates),
+        timestamp_column=one_name("timestampColumn", opts.get("timestampColumn", "ts")),
+        key_columns=split_names("keyColumns", opts.get("keyColumns", "")),
+        out_of_order=_option(opts, "outOfOrder", _policy, "fail"),
+        where=_option(opts, "where", _where, ""),
+        partition_groups=groups)
+
+
+def _duration(text: str) -> int:
+    return parse_duration(text, "value")
+
+
+def _aggregates(text: str) -> tuple[str, ...]:
+    return tuple(a.text() for a in parse_aggregates(list(split_list(text))))
+
+
+def _where(text: str) -> str | None:
+    text = text.strip()
+    if text:
+        parse_predicate(text)
+    return text or None
+
+
+def _policy(text: str) -> str:
+    name = text.strip().lower()
+    if name not in OUT_OF_ORDER_POLICIES:
+        raise ConfigError(f"is not one of {', '.join(OUT_OF_ORDER_POLICIES)}")
+    return name
+
+
+def _option(opts: Mapping[str, str], name: str, parse: Any, default: str | None = None) -> Any:
+    """``parse(opts[name])`` with errors prefixed by ``option name='value':``."""
+    text = opts.get(name, default)
+    if text is None:
+        raise ConfigError(f"option {name} is required")
+    try:
+        return parse(text)
+    except ConfigError as exc:
+        if str(exc).startswith("option "):
+            raise
+        sep = " " if str(exc).startswith(("must ", "is ")) else ": "
+        raise ConfigError(f"option {name}={text!r}{sep}{exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"option {name}={text!r} is not an integer") from exc

@@ -1,0 +1,16 @@
+"""The one state layer: every durable byte the project writes goes through here (no pyspark).
+
+============================  =================================================================
+``atomic.py``                 atomic write (temp + fsync + rename + directory fsync), exclusive
+                              create, durable append, reads that name the missing file
+``lock.py``                   :class:`~.lock.LocationLock`, one running query per state location
+                              (held for the query's life by the source, per commit by the sink)
+``snapshot.py``               checksummed, versioned snapshots of runtime state (never pickle)
+``versions.py``               the source's versioned partition-group state and ``_query.json``
+``commit_log.py``             the sink's commit markers, state files and owner record
+============================  =================================================================
+
+Every user of this layer (and the input manifest, ``inputs``' append-only log) runs through one
+contract suite, ``tests/runtime/state/test_contract.py``: round trip, crash mid-write, truncated,
+corrupted and missing files, and a full disk.
+"""

@@ -1,0 +1,43 @@
+"""Checksummed JSON records: small state files a reader can trust byte for byte (no pyspark).
+
+The sink's commit markers and owner record and the source's ``_query.json`` are JSON, so a
+person can read them; :func:`seal` adds a ``"checksum"`` field (SHA-256 of the canonical JSON of
+the other fields, first 16 hex digits) and :func:`unseal` checks it, so a flipped byte in a
+number or a path is reported as corruption instead of being read as another value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+CHECKSUM = "checksum"
+
+
+def _digest(record: dict[str, Any]) -> str:
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def seal(record: dict[str, Any], indent: int | None = None) -> bytes:
+    """``record`` as JSON bytes with its checksum (``record`` must not hold ``"checksum"``)."""
+    return json.dumps({**record, CHECKSUM: _digest(record)}, indent=indent).encode()
+
+
+def unseal(data: bytes) -> dict[str, Any]:
+    """The record :func:`seal` wrote, without its checksum.
+
+    Raises
+    ------
+    ValueError
+        When ``data`` is not JSON, not an object, has no checksum or a wrong one (the caller
+        names the file).
+    """
+    record = json.loads(data)
+    if not isinstance(record, dict) or not isinstance(record.get(CHECKSUM), str):
+        raise ValueError("not a checksummed record")
+    checksum = record.pop(CHECKSUM)
+    if checksum != _digest(record):
+        raise ValueError("checksum mismatch: the file is corrupt or truncated")
+    return record

@@ -48,20 +48,35 @@ def test_window_bench_rejects_unknown_queries() -> None:
         window.run(queries=["x-OS"], rows=10, show_progress=False)
 
 
-def test_cli_bench_all_quick_writes_json_and_prints_tables(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bench_all_runs_every_benchmark_with_its_own_defaults(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench all`` dispatches to merge, window, strategies and spark with each one's own
+    defaults (each runs for real in its own test; strategies and spark take minutes, so their
+    runners are replaced by recorders here)."""
+    import dataclasses
+
+    from spark_stream_sched.commands import bench as command
+
+    seen: list[tuple[str, bool, int, bool]] = []
+
+    def recorder(name: str):  # noqa: ANN202
+        def run(args):  # noqa: ANN001, ANN202
+            seen.append((name, args.quick, args.seed, args.rows is None))
+            return [{"bench": name, "case": name}]
+        return run
+
+    for name in command.ALL:
+        fake = dataclasses.replace(command.BENCHES[name], run=recorder(name),
+                                   format=lambda rows, name=name: f"table of {name}")
+        monkeypatch.setitem(command.BENCHES, name, fake)
     out = tmp_path / "bench.json"
-    code = main(["bench", "all", "--quick", "--no-progress", "--queries", "K-OS,w-OI",
-                 "--inputs", "3", "--json", str(out)])
-    assert code == 0
+    assert main(["bench", "all", "--quick", "--seed", "3", "--json", str(out)]) == 0
+    assert seen == [(name, True, 3, True) for name in ("merge", "window", "strategies", "spark")]
+    assert [r["bench"] for r in json.loads(out.read_text())] == list(command.ALL)
     printed = capsys.readouterr().out
-    assert "S-Merge t/s" in printed
-    assert "runtime t/s" in printed
-    results = json.loads(out.read_text())
-    assert [r["case"] for r in results] == ["2 inputs", "8 inputs", "20 inputs", "64 inputs",
-                                            "K-OS", "w-OI"]
-    for result in results:
-        _check_rates(result)
+    assert "== spark:" in printed
+    assert "table of strategies" in printed
 
 
 def test_cli_bench_json_to_stdout_and_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from tqdm import tqdm
+
+from spark_stream_sched.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -59,8 +62,24 @@ def round_robin(inputs: Sequence[pa.Table], batch_rows: int) -> Iterator[Packet]
         lo += batch_rows
 
 
-def progress(total: int, desc: str, enabled: bool) -> tqdm:
+def bench_extra(module: str) -> ModuleType:
+    """Import ``module`` of the ``bench`` extra (tqdm, matplotlib) or say how to install it.
+
+    Raises
+    ------
+    ConfigError
+        When the extra is not installed; the message gives the pip command.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ConfigError(f"the benchmarks need {module.split('.')[0]}, which comes with the "
+                          f"'bench' extra: pip install 'spark_stream_sched[bench]'") from None
+
+
+def progress(total: int, desc: str, enabled: bool) -> Any:
     """Return a tqdm bar on stderr; hidden when disabled or when stderr is not a terminal."""
+    tqdm = bench_extra("tqdm").tqdm
     return tqdm(total=total, desc=desc, unit="case", file=sys.stderr,
                 disable=None if enabled else True, leave=False)
 

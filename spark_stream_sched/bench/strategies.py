@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.bench.common import format_table, progress
+from spark_stream_sched.bench.common import bench_extra, format_table, progress
 from spark_stream_sched.data.bursty import bursty_counts, random_plan
 from spark_stream_sched.runtime.executor import Engine
 from spark_stream_sched.runtime.metrics import weighted_quantile
@@ -275,9 +275,7 @@ _UNITS = {"simulator": {"time": "time unit", "latency": "time units", "memory": 
 def plot_all(sim: dict[str, dict[str, Any]], real: dict[str, dict[str, Any]], out: Path,
              load: float, workers: int) -> list[Path]:
     """Write one PNG per metric and source: ``strategies_<sim|exec>_<metric>.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    bench_extra("matplotlib").use("Agg")
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for source, series in (("simulator", sim), ("executor", real)):
@@ -294,7 +292,7 @@ def plot_all(sim: dict[str, dict[str, Any]], real: dict[str, dict[str, Any]], ou
 def _plot(series: dict[str, dict[str, Any]], key: str, title: str, units: dict[str, str],
           path: Path) -> None:
     """Top: the strategies of seed 001 §3; bottom: baselines and seed 002 heuristics."""
-    import matplotlib.pyplot as plt
+    plt = bench_extra("matplotlib.pyplot")
 
     fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
     groups = ([n for n in series if n in PAPER_STRATEGIES],

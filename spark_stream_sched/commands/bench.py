@@ -5,7 +5,9 @@ Sub-commands (each prints a table, or JSON with ``--json``):
 * ``bench merge``  -- S-Merge vs ``heapq.merge`` for 2, 8, 20 and 64 inputs.
 * ``bench window`` -- seed 004 Table 2 query shapes (and the smart-grid sliding query) on the
   runtime vs the MQ baseline.
-* ``bench all``    -- both.
+* ``bench strategies`` -- the scheduling strategies in the simulator and on the executor.
+* ``bench spark``  -- ``ordered-agg`` against Spark's native union + window + ``first()``.
+* ``bench all``    -- all four, one after another.
 
 To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
 register them in :data:`BENCHES`; the shared flags (``--rows``, ``--repeat``, ``--json``,
@@ -15,6 +17,7 @@ register them in :data:`BENCHES`; the shared flags (``--rows``, ``--repeat``, ``
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -107,18 +110,33 @@ def _format_window(results: Results) -> str:
 
 # -- all --------------------------------------------------------------------------------------
 
+#: What ``bench all`` runs, in order (``--quick`` makes each a smoke run).
+ALL = ("merge", "window", "strategies", "spark")
+#: Flags of ``bench all`` handed on to every benchmark it runs.
+SHARED_FLAGS = ("repeat", "seed", "quick", "no_progress")
+
+
 def _run_all(args: argparse.Namespace) -> Results:
-    inputs, args.inputs = args.inputs, None
-    results = _run_merge(args)
-    args.inputs = inputs
-    return results + _run_window(args)
+    results: Results = []
+    for name in ALL:
+        bench = BENCHES[name]
+        parser = argparse.ArgumentParser(prog=f"bench {name}")
+        _add_common_args(parser)
+        bench.add_args(parser)
+        own = parser.parse_args([])  # each benchmark's own defaults
+        for flag in SHARED_FLAGS:
+            setattr(own, flag, getattr(args, flag))
+        print(f"bench all: running {name} ...", file=sys.stderr, flush=True)
+        results += [{**row, "bench": row.get("bench", name)} for row in bench.run(own)]
+    return results
 
 
 def _format_all(results: Results) -> str:
-    merge = [r for r in results if r["bench"] == "merge"]
-    window = [r for r in results if r["bench"] == "window"]
-    return "\n\n".join(["S-Merge", _format_merge(merge), "Window aggregation",
-                        _format_window(window)])
+    sections = []
+    for name in ALL:
+        rows = [r for r in results if r["bench"] == name]
+        sections += [f"== {name}: {BENCHES[name].help}", BENCHES[name].format(rows)]
+    return "\n\n".join(sections)
 
 
 BENCHES: dict[str, Bench] = {
@@ -126,9 +144,10 @@ BENCHES: dict[str, Bench] = {
                    _add_merge_args, _run_merge, _format_merge),
     "window": Bench("seed 004 Table 2 queries: runtime vs the MQ baseline",
                     _add_window_args, _run_window, _format_window),
-    "all": Bench("merge and window benchmarks", _add_window_args, _run_all, _format_all),
     "strategies": strategies_bench.register(Bench),
     "spark": Bench(*spark_native.BENCH),
+    "all": Bench("every benchmark above, one after another (--quick: smoke runs)",
+                 lambda parser: None, _run_all, _format_all),
 }
 
 

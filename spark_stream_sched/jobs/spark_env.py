@@ -51,6 +51,33 @@ def prepare_environment() -> None:
         os.environ.setdefault("SPARK_CONF_DIR", str(conf))
 
 
+def build_session(master: str | None, app_name: str,
+                  settings: tuple[tuple[str, str], ...] = ()) -> Any:
+    """Start (or get) a SparkSession whose Python workers run this interpreter.
+
+    Sets the environment first (:func:`prepare_environment`); with a ``master`` (a session
+    started here, not by ``spark-submit``, whose own ``--conf`` settings are kept) also
+    ``spark.pyspark.python`` and ``spark.pyspark.driver.python`` to ``sys.executable``. Then the
+    quiet settings and ``settings``, and registers the ``ordered-agg`` format explicitly.
+    """
+    from pyspark.sql import SparkSession
+
+    prepare_environment()
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    python = (("spark.pyspark.python", sys.executable),
+              ("spark.pyspark.driver.python", sys.executable)) if master else ()
+    for key, value in (*python, *QUIET_SETTINGS, *settings):
+        builder = builder.config(key, value)
+    logger.info("starting Spark (master %s)", master or "from spark-submit")
+    session = builder.getOrCreate()
+    from spark_stream_sched.spark.sink import register_sink
+
+    register_sink(session)
+    return session
+
+
 def get_spark(cfg: JobConfig | None = None, master: str | None = None) -> Any:
     """Return the active SparkSession, or start one with the job's and the quiet settings.
 
@@ -66,14 +93,7 @@ def get_spark(cfg: JobConfig | None = None, master: str | None = None) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    prepare_environment()
     name = f"spark-stream-sched {cfg.name}" if cfg else "spark-stream-sched"
-    builder = SparkSession.builder.appName(name)
-    if master:
-        builder = builder.master(master)
-    for key, value in (*QUIET_SETTINGS, *(cfg.spark if cfg else ())):
-        builder = builder.config(key, value)
-    logger.info("starting Spark (master %s)", master or "from spark-submit")
-    session = builder.getOrCreate()
+    session = build_session(master, name, cfg.spark if cfg else ())
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -1,6 +1,7 @@
 """Spark adapter: the only package that imports pyspark (options, offsets, source, sink).
 
-Importing this package does not import pyspark; :func:`register` and ``spark.source`` do.
+Importing this package does not import pyspark; :func:`session`, :func:`register` and
+``spark.source`` do.
 """
 
 from __future__ import annotations
@@ -9,6 +10,37 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def session(master: str | None = "local[*]", app_name: str = "spark-stream-sched",
+            **conf: str) -> SparkSession:
+    """Start a SparkSession ready for ``format("ordered-agg")`` from any Python interpreter.
+
+    Spark's Python workers run ``python3`` from ``PATH`` unless told otherwise; from a plain
+    ``.venv/bin/python script.py`` (virtual environment not activated) that interpreter lacks
+    this package and ``load()`` fails with ``DATA_SOURCE_NOT_FOUND``. This helper sets
+    ``spark.pyspark.python`` / ``spark.pyspark.driver.python`` (and ``PYSPARK_PYTHON``) to the
+    running interpreter, binds to loopback, and registers the format.
+
+    Parameters
+    ----------
+    master:
+        Master URL (``None``: whatever ``spark-submit`` configured).
+    app_name:
+        The application name.
+    **conf:
+        More Spark settings; use the dotted names as keys, e.g.
+        ``session(**{"spark.sql.shuffle.partitions": "4"})``.
+
+    Notes
+    -----
+    Must be called before any other SparkSession starts in this process. On a cluster the
+    package must be installed for the same interpreter path on every worker.
+    """
+    from spark_stream_sched.jobs.spark_env import build_session
+
+    spark: SparkSession = build_session(master, app_name, tuple(conf.items()))
+    return spark
 
 
 def register(spark: SparkSession) -> None:

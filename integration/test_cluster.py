@@ -17,7 +17,7 @@ import pytest
 
 from spark_stream_sched.inputs import read_input
 from spark_stream_sched.jobs.results import read_output
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
 pytestmark = pytest.mark.cluster

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_stream_sched.cli import main
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
 from .runtime.test_properties import assert_rows_equal

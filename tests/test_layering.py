@@ -51,3 +51,20 @@ def test_importing_the_runtime_loads_no_pyspark() -> None:
             "print(sorted(n for n in sys.modules if n.split('.')[0] == 'pyspark'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+#: The only modules outside ``spark/`` that may import pyspark: the job/session bootstrap and
+#: the benchmark that runs Spark's native query beside ours.
+PYSPARK_BOOTSTRAP = {"jobs/spark_env.py", "jobs/runner.py", "bench/spark_native.py"}
+
+
+def test_only_the_adapter_and_the_bootstrap_import_pyspark() -> None:
+    package = RUNTIME.parent
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative.startswith("spark/") or relative in PYSPARK_BOOTSTRAP:
+            continue
+        if any(m.split(".")[0] == "pyspark" for m in imported_modules(path)):
+            offenders.append(relative)
+    assert offenders == []

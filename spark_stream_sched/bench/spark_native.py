@@ -110,7 +110,7 @@ def true_windows(tables: Sequence[pa.Table], size_ms: int,
 def reference_windows(tables: Sequence[pa.Table], size_ms: int,
                       slide_ms: int) -> dict[tuple[int, int], tuple[int, float]]:
     """The same map from the reference oracle (slow; small inputs only)."""
-    from spark_stream_sched.runtime.windows import WindowSpec
+    from spark_stream_sched.runtime.window.spec import WindowSpec
     from spark_stream_sched.testing.reference import reference_aggregate
 
     rows = reference_aggregate(list(tables), WindowSpec(size_ms, slide_ms), ["meter"],
@@ -255,7 +255,7 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     ``maxRecordsPerTrigger`` of the same number of rows.
     """
     from spark_stream_sched.jobs import spark_env
-    from spark_stream_sched.runtime.windows import parse_duration
+    from spark_stream_sched.runtime.window.spec import parse_duration
 
     size_ms, slide_ms = parse_duration(size, "window"), parse_duration(slide, "slide")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sss-bench-spark-"))

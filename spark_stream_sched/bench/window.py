@@ -32,7 +32,7 @@ from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.data.soundcloud import IP_REGEX, MAIL_REGEX, soundcloud_streams
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.baselines import mq_aggregate, results_difference
 
 _MAIL = f"text rlike '{MAIL_REGEX}'"

@@ -27,7 +27,6 @@ FUNCTIONS: dict[str, tuple[bool, bool]] = {
     "first": (True, False), "last": (True, False),
     "first_where": (True, True), "last_where": (True, True),
 }
-ORDER_SENSITIVE = frozenset({"first", "last", "first_where", "last_where"})
 _ALIAS = re.compile(r"^\s*as\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*)\s*$", re.IGNORECASE)
 _NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 
@@ -78,11 +77,6 @@ class AggSpec:
     column: str | None
     predicate: str | None
     alias: str
-
-    @property
-    def order_sensitive(self) -> bool:
-        """True for aggregates whose result depends on the order of tuples."""
-        return self.func in ORDER_SENSITIVE
 
     def text(self) -> str:
         """Canonical text that :func:`parse_aggregate` parses back into this spec."""

@@ -214,8 +214,3 @@ def _unit_hint(value_ms: int | None) -> str:
             return (f"it looks like {unit}; convert the column to milliseconds since the epoch "
                     f"(divide by {factor}) or declare it as a timestamp type")
     return "event times must be int64 milliseconds since the epoch; fix or filter out that row"
-
-
-def empty_like(schema: pa.Schema) -> pa.Table:
-    """Return an empty table with ``schema``."""
-    return schema.empty_table()

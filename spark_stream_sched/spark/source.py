@@ -88,7 +88,7 @@ from spark_stream_sched.runtime.query.batch import GroupedBatch
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
 from spark_stream_sched.runtime.state import versions
 from spark_stream_sched.runtime.state.lock import LocationLock
-from spark_stream_sched.runtime.window import WINDOW_END, WINDOW_START
+from spark_stream_sched.runtime.window.aggregator import WINDOW_END, WINDOW_START
 from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
 from spark_stream_sched.spark.options import SourceConfig, parse_options
 from spark_stream_sched.testing.faults import crash_point

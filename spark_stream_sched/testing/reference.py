@@ -15,7 +15,7 @@ import pyarrow as pa
 from spark_stream_sched.errors import OutOfOrderError
 from spark_stream_sched.runtime.aggregates import AggSpec, parse_aggregates
 from spark_stream_sched.runtime.predicate import Predicate
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 
 
 def merged_rows(inputs: list[pa.Table], ts: str, policy: str = "fail") -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.plan import OperatorKind, QueryPlan
 from spark_stream_sched.runtime.predicate import Predicate
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 
 SCHEMA = pa.schema([("ts", pa.int64()), ("k", pa.string()), ("g", pa.int64()),
                     ("v", pa.float64()), ("i", pa.int64()), ("s", pa.string())])

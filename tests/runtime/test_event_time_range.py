@@ -25,7 +25,7 @@ from spark_stream_sched.runtime.packets import (
     event_times,
 )
 from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.windows import MAX_DURATION_MS, WindowSpec, parse_duration
+from spark_stream_sched.runtime.window.spec import MAX_DURATION_MS, WindowSpec, parse_duration
 from spark_stream_sched.testing.reference import reference_aggregate
 
 from .test_properties import assert_rows_equal
@@ -153,7 +153,7 @@ import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 import pyarrow as pa
 from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 spec = json.loads(sys.argv[1])
 tables = [pa.table(t) for t in spec["inputs"]]
 query = OrderedAggregation(len(tables), WindowSpec(10_000, 1_000), ["k"], spec["aggs"], "ts",

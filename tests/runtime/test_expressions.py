@@ -8,7 +8,7 @@ import pytest
 from spark_stream_sched.errors import ConfigError, ExpressionError
 from spark_stream_sched.runtime.aggregates import bind, parse_aggregates, split_top_level
 from spark_stream_sched.runtime.predicate import Predicate
-from spark_stream_sched.runtime.windows import WindowSpec, parse_duration
+from spark_stream_sched.runtime.window.spec import WindowSpec, parse_duration
 
 SCHEMA = pa.schema([("v", pa.float64()), ("n", pa.int32()), ("s", pa.string()),
                     ("b", pa.bool_())])

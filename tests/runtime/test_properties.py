@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.window import WindowAggregator
+from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.testing.reference import merged_rows, reference_aggregate
 
 from .strategies import AGGREGATES, SCHEMA, input_stream, windows_st

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
 from .datagen import make_stream, write_stream

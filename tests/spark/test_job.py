@@ -18,7 +18,7 @@ from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.jobs.config import load_job_config
 from spark_stream_sched.jobs.results import read_output
 from spark_stream_sched.jobs.runner import run_job
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
 REPO = Path(__file__).resolve().parents[2]

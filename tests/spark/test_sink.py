@@ -18,7 +18,7 @@ import pytest
 from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.spark import sink
 from spark_stream_sched.testing.reference import reference_aggregate
 

@@ -108,7 +108,6 @@ class PacketQueue:
         self._ready: deque[Packet] = deque()
         self._reorder: ReorderBuffer[Packet] = ReorderBuffer(f"queue {qid}")
         self.total: int | None = None
-        self.pushed = 0
         self.taken = 0
         self.rows = 0
         self.nbytes = 0
@@ -116,7 +115,6 @@ class PacketQueue:
 
     def push(self, packet: Packet) -> bool:
         """Add ``packet``; return whether new schedulable work appeared."""
-        self.pushed += 1
         self.rows += packet.rows
         self.nbytes += packet.nbytes
         if not self.ordered:

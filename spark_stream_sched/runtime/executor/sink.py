@@ -55,10 +55,6 @@ class Sink:
         """Every root closed and every one of its packets delivered."""
         return all(b.drained for b in self._buffers.values())
 
-    def buffered_bytes(self) -> int:
-        """Arrow bytes held in the reorder buffers."""
-        return sum(b.nbytes for b in self._buffers.values())
-
     def tables(self) -> dict[str, pa.Table]:
         """The output of each root: its packets concatenated in order."""
         return {

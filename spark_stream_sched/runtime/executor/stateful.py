@@ -14,8 +14,8 @@ from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.executor.operators import RuntimeOperator, _assign
 from spark_stream_sched.runtime.keys import key_hash
 from spark_stream_sched.runtime.plan.operators import OperatorDef
-from spark_stream_sched.runtime.window import WindowAggregator
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.aggregator import WindowAggregator
+from spark_stream_sched.runtime.window.spec import WindowSpec
 
 KEYED_FUNCTIONS = ("running_count", "running_sum")
 

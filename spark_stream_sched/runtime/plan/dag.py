@@ -75,11 +75,6 @@ class QueryPlan:
 
     # ---------------------------------------------------------------- structure
     @property
-    def definitions(self) -> Mapping[str, OperatorDef]:
-        """Every definition (sinks included), by id."""
-        return self._defs
-
-    @property
     def operators(self) -> tuple[str, ...]:
         """Scheduled operator ids in topological order (leaves first)."""
         return self._order

@@ -62,15 +62,6 @@ class OperatorStats:
         self._totals = [0.0, 0.0, 0.0, 0.0, 0.0]  # tuples in, out, elapsed, bytes in, out
         self._lock = threading.Lock()
 
-    @classmethod
-    def from_capacity(
-        cls, capacity: float, selectivity: float = 1.0, **sizes: float
-    ) -> OperatorStats:
-        """Build from a processing capacity (tuples per time unit, seed 001 Table 1)."""
-        if capacity <= 0:
-            raise ConfigError(f"capacity must be > 0, got {capacity}")
-        return cls(1.0 / capacity, selectivity, **sizes)
-
     @property
     def capacity(self) -> float:
         """Operator processing capacity ``C^P_O``: tuples processed per time unit (§2.1)."""

@@ -41,7 +41,7 @@ from spark_stream_sched.runtime.plan.stats import StatsTable
 from spark_stream_sched.runtime.predicate import Predicate
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.state.versions import GroupState
-from spark_stream_sched.runtime.window import WINDOW_END, WINDOW_START
+from spark_stream_sched.runtime.window.aggregator import WINDOW_END, WINDOW_START
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import Data, as_table
 from spark_stream_sched.runtime.predicate import Predicate
 from spark_stream_sched.runtime.state import snapshot
-from spark_stream_sched.runtime.window import WindowAggregator
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.aggregator import WindowAggregator
+from spark_stream_sched.runtime.window.spec import WindowSpec
 
 
 class OrderedAggregation:

@@ -34,8 +34,8 @@ from spark_stream_sched.runtime.expr import parse_predicate
 from spark_stream_sched.runtime.merge import OUT_OF_ORDER_POLICIES, check_policy
 from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
 from spark_stream_sched.runtime.query.ordered import OrderedAggregation
-from spark_stream_sched.runtime.window import WindowAggregator
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.aggregator import WindowAggregator
+from spark_stream_sched.runtime.window.spec import WindowSpec
 
 DEFAULT_PARTITION_GROUPS = 16
 #: Upper bound of ``partitionGroups``. Each group is one state file per committed version (and

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.aggregates import BoundAggregate
-from spark_stream_sched.runtime.dense import MAX_CELLS, numeric, sorted_key_ids
-from spark_stream_sched.runtime.panes import PANE
+from spark_stream_sched.runtime.window.dense_combine import MAX_CELLS, numeric, sorted_key_ids
+from spark_stream_sched.runtime.window.panes import PANE
 
 
 def fits(n_rows: int, n_panes: int, n_keys: int) -> bool:

@@ -25,18 +25,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError
-from spark_stream_sched.runtime import dense, dense_panes
 from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
-from spark_stream_sched.runtime.panes import (
+from spark_stream_sched.runtime.state import snapshot
+from spark_stream_sched.runtime.window import dense_combine as dense
+from spark_stream_sched.runtime.window import dense_panes
+from spark_stream_sched.runtime.window.panes import (
     PANE,
     WINDOW,
     combine_windows,
     expand_to_windows,
     pane_partials,
 )
-from spark_stream_sched.runtime.state import snapshot
-from spark_stream_sched.runtime.windows import WindowSpec
+from spark_stream_sched.runtime.window.spec import WindowSpec
 
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
@@ -304,11 +305,6 @@ class WindowAggregator:
         return pa.table(columns).cast(self.output_schema)
 
     # -- state -------------------------------------------------------------------------------
-
-    @property
-    def state_rows(self) -> int:
-        """Rows held in state (pending tuples + pane partials)."""
-        return int(self._pending.num_rows) + sum(int(t.num_rows) for t in self._panes)
 
     @property
     def state_bytes(self) -> int:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.aggregates import BoundAggregate
-from spark_stream_sched.runtime.panes import PANE, WINDOW
+from spark_stream_sched.runtime.window.panes import PANE, WINDOW
 
 #: Largest grid (panes x keys) one dense chunk may allocate per partial column.
 MAX_CELLS = 1 << 22

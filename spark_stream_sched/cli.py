@@ -28,10 +28,17 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def format_help(self) -> str:
+        """Help text without the reST literal markup of the docstrings it quotes."""
+        return super().format_help().replace("``", "")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every available sub-command registered."""
-    parser = _Parser(prog="spark-stream-sched", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="spark-stream-sched", description=(
+        "Deterministic, ordered stream processing for Apache Spark: the demo, jobs on an "
+        "embedded Spark, ordered aggregation of files without Spark, the scheduling "
+        "simulator and the benchmarks."))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -114,3 +114,47 @@ def test_every_scheduler_gives_the_oracle_result(tmp_path: Path, strategy: str) 
     expected = reference_aggregate(kept, WindowSpec(10_000, 2_000), ["meter"], aggs)
     assert expected
     assert_rows_equal(pq.read_table(out).to_pylist(), expected)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_out_suffix_picks_the_format(tmp_path: Path, suffix: str) -> None:
+    from spark_stream_sched.inputs import get_format, read_input
+
+    out = tmp_path / f"windows{suffix}"
+    a, b = write_dir(A, tmp_path / "a"), write_dir(B, tmp_path / "b")
+    assert cli("aggregate", "--input", a, "--input", b, "--key", "meter", "--window", "4s",
+               "--slide", "2s", "--agg", "count(*) as n", "--out", str(out)) == 0
+    expected = reference_aggregate([A, B], WindowSpec(4000, 2000), ["meter"], ["count(*) as n"])
+    fmt = get_format(suffix.lstrip("."))
+    assert read_input(out, fmt.name).to_pylist() == expected
+
+
+def test_out_dash_writes_csv_to_stdout_and_the_summary_to_stderr(tmp_path: Path,
+                                                                  capsys) -> None:
+    a = write_dir(A, tmp_path / "a")
+    assert cli("aggregate", "--input", a, "--key", "meter", "--window", "4s",
+               "--agg", "count(*) as n", "--out", "-") == 0
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert lines[0] == '"window_start","window_end","meter","n"'
+    expected = reference_aggregate([A], WindowSpec(4000, 4000), ["meter"], ["count(*) as n"])
+    assert len(lines) == 1 + len(expected)
+    assert "window rows in standard output" in captured.err
+    assert not (Path.cwd() / "-").exists()
+
+
+def test_unknown_out_suffix_fails_before_any_work(tmp_path: Path, capsys) -> None:
+    a = write_dir(A, tmp_path / "a")
+    code = cli("aggregate", "--input", a, "--window", "4s", "--agg", "count(*) as n",
+               "--out", str(tmp_path / "o.txt"))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "'.txt' names no output format" in err
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_help_shows_no_rest_markup(capsys) -> None:
+    for argv in ([], ["aggregate"], ["bench"]):
+        with pytest.raises(SystemExit):
+            main([*argv, "--help"])
+        assert "``" not in capsys.readouterr().out

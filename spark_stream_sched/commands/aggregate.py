@@ -6,23 +6,25 @@ order) or a single file, every file parsed with one schema inferred from the fir
 a row. The command reads a **static snapshot**: the files listed when it starts; a file added
 while it runs belongs to the next run. The inputs are pushed into the runtime packet by packet,
 round-robin, as a streaming source would deliver them, and the closed windows are written to
-``--out`` (Parquet). Output columns: ``window_start``, ``window_end`` (int64 ms), the key
+``--out`` (its suffix picks Parquet, CSV or JSON lines; ``-`` writes CSV to standard output).
+Output columns: ``window_start``, ``window_end`` (int64 ms), the key
 columns, the aggregate aliases.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.csv as pa_csv
 
 from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
-from spark_stream_sched.inputs import FORMAT_NAMES, read_inputs
+from spark_stream_sched.inputs import FORMAT_NAMES, FORMATS, FileFormat, read_inputs
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import default_packet_rows, iter_packets, row_bytes
@@ -59,7 +61,9 @@ def register(sub: Any) -> None:
                         "under this scheduling strategy, e.g. fifo, chain, path_capacity; "
                         "the result is the same for every strategy")
     p.add_argument("--workers", type=int, default=1, help="executor worker threads (default 1)")
-    p.add_argument("--out", required=True, metavar="FILE.parquet")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="result file; its suffix picks the format (.parquet, .csv, .jsonl); "
+                        "- writes CSV to standard output")
     p.set_defaults(func=run)
 
 
@@ -91,6 +95,7 @@ def _flag(flag: str, text: str | None, parse: Callable[[Any], T]) -> T:
 
 def run(args: argparse.Namespace) -> int:
     """Run the aggregation described by ``args``; print a one-line summary."""
+    output_format(args.out)  # an unknown suffix fails before any work
     spec = query_spec(args)
     started = time.perf_counter()
     inputs = read_inputs(args.input, args.format, ts_column=args.timestamp)
@@ -123,9 +128,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def output_format(path: str) -> FileFormat | None:
+    """The format ``--out`` names by its suffix; None for ``-`` (CSV on standard output).
+
+    Raises
+    ------
+    ConfigError
+        An unknown suffix, listing the accepted ones.
+    """
+    if path == "-":
+        return None
+    suffix = Path(path).suffix.lower()
+    for fmt in FORMATS.values():
+        if suffix in fmt.suffixes:
+            return fmt
+    known = ", ".join(s for f in FORMATS.values() for s in f.suffixes)
+    raise ConfigError(f"--out {path!r}: the suffix {suffix or '(none)'!r} names no output "
+                      f"format; use one of {known}, or - for CSV on standard output")
+
+
 def _write(out: pa.Table, path: str) -> None:
+    fmt = output_format(path)
+    if fmt is None:
+        sink = pa.BufferOutputStream()
+        pa_csv.write_csv(out, sink)
+        sys.stdout.write(sink.getvalue().to_pybytes().decode())
+        sys.stdout.flush()
+        return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(out, path)
+    fmt.write(out, Path(path), None)
 
 
 def _summary(inputs: list[pa.Table], out: pa.Table, path: str, started: float,
@@ -133,8 +164,9 @@ def _summary(inputs: list[pa.Table], out: pa.Table, path: str, started: float,
     seconds = time.perf_counter() - started
     n_in = sum(t.num_rows for t in inputs)
     note = f", {dropped} out-of-order rows dropped" if dropped else ""
+    where = "standard output" if path == "-" else path
     print(f"{n_in} input rows from {len(inputs)} inputs -> {out.num_rows} window rows in "
-          f"{path} ({seconds:.2f} s{note})")
+          f"{where} ({seconds:.2f} s{note})", file=sys.stderr if path == "-" else sys.stdout)
 
 
 def _run_on_executor(args: argparse.Namespace, inputs: list[pa.Table], schema: pa.Schema,

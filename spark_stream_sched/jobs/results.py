@@ -100,13 +100,19 @@ def format_rows(table: pa.Table, limit: int) -> str:
 
 def format_summary(result: JobResult) -> str:
     """One readable block: engine, inputs, rows in/out, batches, time, throughput."""
+    idle = result.batches == 0 and result.engine != "runtime"
+    rate = "nothing new to process" if idle else f"{result.rows_per_second:,.0f} rows/s"
+    batches = str(result.batches)
+    if idle:
+        batches += (" (the checkpoint had consumed every input already; the rows below are "
+                    "from earlier runs — delete the checkpoint and output to run again)")
     return "\n".join([
         f"engine        {result.engine}",
         f"inputs        {result.n_inputs}",
         f"rows in       {result.rows_in:,}",
         f"rows out      {result.rows_out:,}",
-        f"batches       {result.batches}",
-        f"time          {result.seconds:.1f} s ({result.rows_per_second:,.0f} rows/s)"
+        f"batches       {batches}",
+        f"time          {result.seconds:.1f} s ({rate})"
         + (f", plus {result.startup_seconds:.1f} s to start Spark"
            if result.startup_seconds else ""),
         f"output        {result.output}",

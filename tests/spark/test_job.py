@@ -148,3 +148,16 @@ def test_sigkill_after_first_batch_then_restart_is_exactly_once(tmp_path: Path) 
     assert second.returncode == 0, second.stderr[-2000:]
     results = read_output(tmp_path / "output", ["meter"])
     assert as_rows(results) == rounded(expected(rows, inputs))
+
+
+def test_a_run_with_nothing_new_says_so_instead_of_a_rate() -> None:
+    from spark_stream_sched.jobs.results import format_summary
+    from spark_stream_sched.jobs.runner import JobResult
+
+    rerun = JobResult("source", 8, 100_000, 43_000, 0, 2.5, "out", pa.table({}), 4.0)
+    text = format_summary(rerun)
+    assert "rows/s" not in text
+    assert "nothing new to process" in text
+    assert "batches       0 (the checkpoint had consumed every input already" in text
+    fresh = JobResult("source", 8, 100_000, 43_000, 2, 2.5, "out", pa.table({}), 4.0)
+    assert "40,000 rows/s" in format_summary(fresh)

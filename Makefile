@@ -16,7 +16,8 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test,bench]" --config-settings editable_mode=compat
+	@# compat: a plain path on sys.path, so pyspark finds the top-level pyspark_ordered_agg module
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e ".[test,bench]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -9,6 +9,7 @@ which brings ``spark-defaults.conf`` and the quiet ``log4j2.properties``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -58,7 +59,9 @@ def build_session(master: str | None, app_name: str,
     Sets the environment first (:func:`prepare_environment`); with a ``master`` (a session
     started here, not by ``spark-submit``, whose own ``--conf`` settings are kept) also
     ``spark.pyspark.python`` and ``spark.pyspark.driver.python`` to ``sys.executable``. Then the
-    quiet settings and ``settings``, and registers the ``ordered-agg`` format explicitly.
+    quiet settings and ``settings``. The ``ordered-agg`` format is registered explicitly only
+    when the auto-registered module ``pyspark_ordered_agg`` is not installed (registering it
+    twice makes Spark warn that a static registration was replaced).
     """
     from pyspark.sql import SparkSession
 
@@ -72,9 +75,10 @@ def build_session(master: str | None, app_name: str,
         builder = builder.config(key, value)
     logger.info("starting Spark (master %s)", master or "from spark-submit")
     session = builder.getOrCreate()
-    from spark_stream_sched.spark.sink import register_sink
+    if importlib.util.find_spec("pyspark_ordered_agg") is None:  # not installed: register here
+        from spark_stream_sched.spark.sink import register_sink
 
-    register_sink(session)
+        register_sink(session)
     return session
 
 

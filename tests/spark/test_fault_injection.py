@@ -1,0 +1,509 @@
+"""Fault injection as tests (issue 11, item 8): kill, corrupt, fill the disk, share a location.
+
+* Random kill points, seeded: a multi-batch source query (``restart_driver.py``) and a sink
+  query (``sink_driver.py``) run in their own session and are SIGKILLed — the whole session:
+  Python driver, JVM, Spark's Python workers — at several random points: named crash points
+  (``spark_stream_sched.testing.faults``) at a random batch (and partition), and random
+  wall-clock delays after the attempt's first committed batch. Each is restarted until it prints
+  ``DONE``; the output must equal an uninterrupted run byte for byte. The seed is printed; set
+  ``SPARK_STREAM_SCHED_FAULT_SEED`` to replay a failing one (``..._FAULT_KILLS`` for more kills).
+* Damaged files under a real query restart: the newest source state version truncated or with
+  a flipped byte, Spark's newest offset log file truncated, a sink commit marker damaged.
+* Two queries started on one state location, and a full disk (a real 256 KiB tmpfs) during a
+  source state write, then recovery once space is freed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
+from spark_stream_sched.runtime.state.atomic import atomic_writer
+from spark_stream_sched.spark import sink
+from spark_stream_sched.testing import faults
+
+from . import test_sink
+from .helpers import assert_matches_oracle, expected_rows, source_options, write_inputs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+SEED = int(os.environ.get("SPARK_STREAM_SCHED_FAULT_SEED")
+           or random.SystemRandom().randrange(10**6))
+KILLS = int(os.environ.get("SPARK_STREAM_SCHED_FAULT_KILLS", "3"))
+ATTEMPT_TIMEOUT = 300.0
+#: The drivers' JVMs only live for seconds: C1 alone halves their start-up on busy cores.
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+# -- a driver in its own session, killed at a crash point or after a delay --------------------
+
+
+@dataclass
+class Attempt:
+    """One run of a driver: how it was to be killed, and how it ended."""
+
+    kill: str
+    started: float = 0.0
+    seconds: float = 0.0
+    returncode: int | None = None
+    killed: bool = False
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class Chain:
+    """The attempts of one query until it printed ``DONE``."""
+
+    name: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def report(self) -> str:
+        kills = sum(a.killed for a in self.attempts)
+        lines = [f"{self.name} seed={SEED}: {kills} kills, {len(self.attempts) - 1} restarts"]
+        lines += [f"  attempt {i}: {a.kill} -> rc {a.returncode}"
+                  f"{' (killed)' if a.killed else ''} after {a.seconds:.1f} s"
+                  for i, a in enumerate(self.attempts)]
+        return "\n".join(lines)
+
+
+def _run_driver(argv: list[str], tmp_path: Path, kill: str, crash: str | None = None,
+                delay: float | None = None, progress: Callable[[], int] = lambda: 0) -> Attempt:
+    """Run ``python -m <argv>``; kill its session at ``crash`` or ``delay`` s after progress."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": str(REPO), "JAVA_TOOL_OPTIONS": FAST_JVM}
+    for name in (faults.ENV_AT, faults.ENV_ONCE, faults.ENV_PGID):
+        env.pop(name, None)
+    if crash is not None:
+        env |= {faults.ENV_AT: crash, faults.ENV_PGID: "session"}
+    out, err = tmp_path / "attempt.stdout", tmp_path / "attempt.stderr"
+    with open(out, "w", encoding="utf-8") as fo, open(err, "w", encoding="utf-8") as fe:
+        proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=REPO, env=env, stdout=fo,
+                                stderr=fe, text=True, start_new_session=True)
+    attempt = Attempt(kill, started=time.monotonic())
+    baseline, kill_at = progress(), None
+    deadline = time.monotonic() + ATTEMPT_TIMEOUT
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            assert now < deadline, f"driver {argv} still running after {ATTEMPT_TIMEOUT} s"
+            if delay is not None and kill_at is None and progress() > baseline:
+                kill_at = now + delay  # the query is running batches now
+            if kill_at is not None and now >= kill_at:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        _kill_leftovers(proc.pid)
+    attempt.seconds = time.monotonic() - attempt.started
+    attempt.returncode = proc.returncode
+    attempt.killed = proc.returncode == -signal.SIGKILL
+    attempt.stdout, attempt.stderr = out.read_text(), err.read_text()
+    return attempt
+
+
+def _kill_leftovers(pgid: int) -> None:
+    """SIGKILL whatever is left of the driver's session (JVM, Python workers)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _count(directory: Path, keep: Callable[[str], bool]) -> int:
+    try:
+        return sum(keep(n) for n in os.listdir(directory))
+    except FileNotFoundError:
+        return 0
+
+
+def _run_chain(chain: Chain, plans: list[Callable[[int], tuple[str, str | None, float | None]]],
+               argv: list[str], tmp_path: Path, committed: Callable[[], int]) -> None:
+    """Run the driver once per planned kill, then until ``DONE`` (at most twice more)."""
+    for plan in [*plans, None, None]:
+        kill, crash, delay = plan(committed()) if plan else ("none", None, None)
+        attempt = _run_driver(argv, tmp_path, kill, crash, delay, committed)
+        chain.attempts.append(attempt)
+        print(f"{chain.name}: attempt {len(chain.attempts) - 1}: {kill} -> "
+              f"rc {attempt.returncode} after {attempt.seconds:.1f} s, {committed()} batches "
+              f"committed", flush=True)
+        if "DONE" in attempt.stdout:
+            return
+        assert attempt.killed, f"{kill}: the driver failed\n{attempt.stderr[-4000:]}"
+    pytest.fail(f"{chain.name} did not finish\n{chain.report()}")
+
+
+# -- 1. random kill points: the source ---------------------------------------------------------
+
+
+def _write_batch_file(out: Path, table: pa.Table, batch_id: int) -> None:
+    """What ``restart_driver.py`` writes per batch (sorted, temporary file + rename)."""
+    table = table.sort_by([("window_end", "ascending"), ("window_start", "ascending"),
+                           ("meter", "ascending")])
+    with atomic_writer(str(out / f"batch-{batch_id:05d}.parquet")) as tmp:
+        pq.write_table(table, tmp)
+
+
+def _clean_source_run(spark: Any, options: dict[str, str], root: Path) -> tuple[Path, float]:
+    """An uninterrupted run in this session, written like ``restart_driver.py``.
+
+    Returns the output directory and the median seconds per batch.
+    """
+    out = root / "out"
+    out.mkdir(parents=True)
+    query = (spark.readStream.format("ordered-agg").options(**options).load().writeStream
+             .foreachBatch(lambda df, b: _write_batch_file(out, df.toArrow(), b))
+             .option("checkpointLocation", str(root / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    return out, _median_batch_seconds(query)
+
+
+def _median_batch_seconds(query: Any) -> float:
+    took = sorted(p["durationMs"]["triggerExecution"] for p in query.recentProgress)
+    return took[len(took) // 2] / 1000
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _rows(directory: Path) -> list[dict[str, Any]]:
+    tables = [pq.read_table(p) for p in sorted(directory.glob("*.parquet"))]
+    return pa.concat_tables(tables).to_pylist()
+
+
+def test_source_killed_at_random_points_restarts_to_identical_output(spark: Any,
+                                                                     tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    print(f"\nsource kill test: seed {SEED} (SPARK_STREAM_SCHED_FAULT_SEED={SEED} replays it)")
+    tables = write_inputs(str(tmp_path / "in"), n_inputs=3, rows=300)
+    options = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
+                             maxRecordsPerTrigger=100)
+    clean_out, per_batch = _clean_source_run(
+        spark, options | {"stateLocation": str(tmp_path / "clean" / "state")}, tmp_path / "clean")
+    clean = _files(clean_out)
+    n_batches = len(clean)
+    assert n_batches >= 8, "maxRecordsPerTrigger makes a multi-batch query"
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    argv = ["tests.spark.restart_driver", str(tmp_path / "options.json"), str(ckpt), str(out)]
+
+    def committed() -> int:
+        return _count(ckpt / "commits", str.isdigit)
+
+    def planned(done: int) -> tuple[str, str, None]:  # n-th partitions() call of this driver
+        nth = rng.randrange(0, max(1, n_batches - done - 2))
+        return f"source.planned:batch={nth}", f"source.planned:batch={nth}", None
+
+    def state_written(done: int) -> tuple[str, str, None]:  # Spark's batch id, one partition
+        batch, part = rng.randrange(done, max(done + 1, n_batches - 2)), rng.randrange(2)
+        spec = f"source.state_written:batch={batch},partition={part}"
+        return spec, spec, None
+
+    def delayed(done: int) -> tuple[str, None, float]:
+        delay = round(rng.uniform(0.0, 0.6 * per_batch * max(1, n_batches - done - 1)), 3)
+        return f"SIGKILL {delay} s after a batch", None, delay
+
+    kinds = [planned, state_written, delayed]
+    plans = kinds + [rng.choice(kinds) for _ in range(max(0, KILLS - len(kinds)))]
+    rng.shuffle(plans)
+    chain = Chain("source")
+    _run_chain(chain, plans, argv, tmp_path, committed)
+    print(chain.report(), flush=True)
+
+    assert sum(a.killed for a in chain.attempts) >= min(KILLS, 3), chain.report()
+    assert _files(out) == clean  # every per-batch Parquet file, byte for byte
+    assert_matches_oracle(_rows(out), expected_rows(tables))
+
+
+# -- 1. random kill points: the sink -----------------------------------------------------------
+
+
+def test_sink_killed_at_random_points_restarts_to_identical_output(spark: Any,
+                                                                   tmp_path: Path) -> None:
+    rng = random.Random(SEED + 1)
+    print(f"\nsink kill test: seed {SEED} (SPARK_STREAM_SCHED_FAULT_SEED={SEED} replays it)")
+    sink.register_sink(spark)
+    tables = test_sink.make_inputs(rows=900)
+    dirs = test_sink.write_file_streams(tables, tmp_path / "in", files_per_input=8)
+    clean_opts = test_sink.options(tmp_path / "clean", sequenceColumn=SEQUENCE_COLUMN)
+    query = test_sink.start_sink_query(spark, dirs, tables[0].schema, clean_opts, 1)
+    query.awaitTermination(300)
+    assert query.exception() is None
+    sink.finish_sink(clean_opts)
+    per_batch = _median_batch_seconds(query)
+    clean = _files(tmp_path / "clean" / "out")
+    opts = test_sink.options(tmp_path, sequenceColumn=SEQUENCE_COLUMN)
+    (tmp_path / "job.json").write_text(json.dumps(
+        {"dirs": [str(d) for d in dirs], "options": opts, "files_per_trigger": 1}))
+    markers = tmp_path / "ck" / "ordered-agg-sink" / "commits"
+    n_batches = _count(tmp_path / "clean" / "ck" / "ordered-agg-sink" / "commits",
+                       lambda n: n.startswith("batch-"))
+    assert n_batches >= 8
+
+    def committed() -> int:
+        return _count(markers, lambda n: n.startswith("batch-") and n.endswith(".json"))
+
+    def at_step(done: int, final: bool = False) -> tuple[str, str, None]:
+        step = rng.choice(["sink.output_written", "sink.state_written", "sink.marker_written"])
+        batch = rng.choice([*range(done, max(done + 1, n_batches - 2)),  # room for a delay
+                            *(["final"] if final else [])])
+        return f"{step}:batch={batch}", f"{step}:batch={batch}", None
+
+    def delayed(done: int) -> tuple[str, None, float]:
+        delay = round(rng.uniform(0.0, 0.6 * per_batch * max(1, n_batches - done)), 3)
+        return f"SIGKILL {delay} s after a batch", None, delay
+
+    plans = [at_step, at_step, delayed] + [rng.choice([at_step, delayed])
+                                           for _ in range(max(0, KILLS - 3))]
+    rng.shuffle(plans)
+    if plans[-1] is at_step:  # only the last kill may hit finish_sink: later ones need batches
+        plans[-1] = functools.partial(at_step, final=True)
+    chain = Chain("sink")
+    _run_chain(chain, plans, ["tests.spark.sink_driver", str(tmp_path / "job.json")], tmp_path,
+               committed)
+    print(chain.report(), flush=True)
+
+    assert sum(a.killed for a in chain.attempts) >= min(KILLS, 3), chain.report()
+    assert _files(tmp_path / "out") == clean
+    rows = test_sink.output_rows(tmp_path / "out")
+    assert rows == test_sink.expected_rows(tables)
+
+
+# -- 2. damaged state and offset files under a real restart -----------------------------------
+
+
+def _hold_back_last_files(root: Path, n_inputs: int, held: Path) -> list[tuple[Path, Path]]:
+    """Move the newest file of each input aside; return (aside, home) pairs to put back."""
+    moves = []
+    for j in range(n_inputs):
+        home = max((root / f"in{j}").glob("*.parquet"))
+        aside = held / f"in{j}" / home.name
+        aside.parent.mkdir(parents=True)
+        shutil.move(home, aside)
+        moves.append((aside, home))
+    return moves
+
+
+def _put_back(moves: list[tuple[Path, Path]]) -> None:
+    for aside, home in moves:
+        shutil.move(aside, home)
+        os.utime(home)  # a file that arrives now
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    else:  # flip one byte in the middle
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:])
+
+
+def _collecting_query(spark: Any, options: dict[str, str], checkpoint: Path,
+                      batches: dict[int, list[dict[str, Any]]],
+                      each_batch: Callable[[int], None] = lambda b: None) -> Any:
+    """An AvailableNow query whose batches land in ``batches`` (batch id -> sorted rows)."""
+    def collect(df: Any, batch_id: int) -> None:
+        table = df.toArrow().sort_by([("window_end", "ascending"),
+                                      ("window_start", "ascending"), ("meter", "ascending")])
+        batches[batch_id] = table.to_pylist()
+        each_batch(batch_id)
+
+    return (spark.readStream.format("ordered-agg").options(**options).load().writeStream
+            .foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True).start())
+
+
+def _run_to_end(query: Any) -> BaseException | None:
+    """Wait for the query; return the exception it failed with (None when it finished)."""
+    from pyspark.errors import StreamingQueryException
+
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(300)
+    assert not query.isActive
+    return query.exception()
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of the plugin's own error inside Spark's wrapping of it.
+
+    Spark puts its error class and the Python worker's traceback in front; the line a user acts
+    on is the first one of the error the plugin raised, ``spark_stream_sched.errors.<Leaf>: ...``.
+    """
+    lines = str(error).splitlines()
+    return next((ln.strip() for ln in lines if "spark_stream_sched.errors." in ln), lines[0])
+
+
+def _stopped_with_new_input(spark: Any, tmp_path: Path) -> tuple[dict[str, str], list[Any]]:
+    """A finished first run over all but each input's newest file, which is then put back."""
+    write_inputs(str(tmp_path / "in"), n_inputs=3, rows=150)
+    moves = _hold_back_last_files(tmp_path / "in", 3, tmp_path / "held")
+    options = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
+                             maxRecordsPerTrigger=100, endOfInput="never")
+    first: dict[int, list[dict[str, Any]]] = {}
+    assert _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", first)) is None
+    assert len(first) >= 2
+    _put_back(moves)
+    return options, moves
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip"])
+def test_damaged_newest_source_state_fails_the_restart_naming_the_file(
+        spark: Any, tmp_path: Path, how: str) -> None:
+    options, _ = _stopped_with_new_input(spark, tmp_path)
+    newest = max((tmp_path / "state" / "versions").iterdir())
+    damaged = min(newest.glob("group-*.state"))
+    _damage(damaged, how)
+    before = damaged.read_bytes()
+
+    restarted: dict[int, list[dict[str, Any]]] = {}
+    error = _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", restarted))
+    assert error is not None, "a damaged state version was read without an error"
+    print(f"\n{how}: {_first_line(error)}")
+    assert _first_line(error).startswith("spark_stream_sched.errors.StateError: ")
+    assert str(damaged) in _first_line(error)
+    assert restarted == {}, "no batch may be emitted from damaged state"
+    assert damaged.read_bytes() == before, "the damaged file must be left for inspection"
+
+
+def test_truncated_newest_spark_offset_log_file(spark: Any, tmp_path: Path) -> None:
+    """Spark's own ``offsets/<N>`` truncated after the query stopped: what the user gets."""
+    options, _ = _stopped_with_new_input(spark, tmp_path)
+    offsets = tmp_path / "ckpt" / "offsets"
+    newest = max((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    _damage(newest, "truncate")
+    restarted: dict[int, list[dict[str, Any]]] = {}
+    error = _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", restarted))
+    assert error is not None, "a truncated offset log file was used without an error"
+    print(f"\ntruncated {newest}: {_first_line(error)}")
+    assert restarted == {}, "no batch may run from a damaged offset log"
+    assert not (tmp_path / "ckpt" / "commits" / str(int(newest.name) + 1)).exists()
+    if str(newest) not in str(error):  # Spark reads its own log: its JSON parser's message
+        pytest.xfail(f"Spark fails without naming {newest}: {_first_line(error)}")
+
+
+def test_damaged_sink_commit_marker_fails_the_restart_naming_it(spark: Any,
+                                                                tmp_path: Path) -> None:
+    sink.register_sink(spark)
+    tables = test_sink.make_inputs(rows=600)
+    dirs = test_sink.write_file_streams(tables, tmp_path / "in", files_per_input=3)
+    moves = [(tmp_path / "held" / d.name / f.name, f)
+             for d in dirs for f in [max(d.glob("*.parquet"))]]
+    for aside, home in moves:
+        aside.parent.mkdir(parents=True)
+        shutil.move(home, aside)
+    opts = test_sink.options(tmp_path, sequenceColumn=SEQUENCE_COLUMN)
+    first = test_sink.start_sink_query(spark, dirs, tables[0].schema, opts, 1)
+    assert _run_to_end(first) is None
+    markers = tmp_path / "ck" / "ordered-agg-sink" / "commits"
+    newest = max(markers.glob("batch-*.json"))
+    _damage(newest, "flip")
+    _put_back(moves)
+    outputs = _files(tmp_path / "out")
+
+    second = test_sink.start_sink_query(spark, dirs, tables[0].schema, opts, 1)
+    error = _run_to_end(second)
+    assert error is not None, "a damaged commit marker was used without an error"
+    print(f"\nflipped byte in {newest}: {_first_line(error)}")
+    assert _first_line(error).startswith("spark_stream_sched.errors.StateError: ")
+    assert f"commit marker {newest}" in _first_line(error)
+    assert _files(tmp_path / "out") == outputs, "nothing written on top of damaged state"
+
+
+# -- 3. two queries on one state location; a full disk during a state write -------------------
+
+
+def test_second_query_is_refused_while_the_first_completes_intact(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    tables = write_inputs(str(tmp_path / "in"), n_inputs=3, rows=150)
+    options = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
+                             maxRecordsPerTrigger=100)
+    running, gate = threading.Event(), threading.Event()
+
+    def hold_at_batch_one(batch_id: int) -> None:  # the first query is mid-run, lock held
+        if batch_id == 1:
+            running.set()
+            assert gate.wait(120)
+
+    batches: dict[int, list[dict[str, Any]]] = {}
+    first = _collecting_query(spark, options, tmp_path / "ckpt-1", batches, hold_at_batch_one)
+    try:
+        assert running.wait(120), "the first query did not reach batch 1"
+        second = _collecting_query(spark, options, tmp_path / "ckpt-2", {})
+        error = _run_to_end(second)
+        assert error is not None
+        assert f"stateLocation {str(tmp_path / 'state')!r}" in str(error)
+        assert "is in use by ordered-agg source with pid" in str(error)
+    finally:
+        gate.set()
+    assert _run_to_end(first) is None
+    assert len(batches) >= 4, "the first query ran several batches, before and after"
+    rows = [row for b in sorted(batches) for row in batches[b]]
+    assert_matches_oracle(rows, expected_rows(tables))
+    assert not (tmp_path / "ckpt-2" / "commits").exists() or not any(
+        (tmp_path / "ckpt-2" / "commits").iterdir())
+
+
+def test_full_disk_during_a_source_state_write_then_restart(spark: Any, tmp_path: Path,
+                                                            small_disk: Path) -> None:
+    """The disk fills after batch 2: batch 3's state write fails; freed, the restart goes on.
+
+    Hard links keep the blocks of the versions that ``commit()`` prunes, so the pruning after
+    batch 2 frees nothing and the failure lands at the next state write, deterministically.
+    """
+    tables = write_inputs(str(tmp_path / "in"), n_inputs=3, rows=150)
+    options = source_options(str(tmp_path / "in"), 3, str(small_disk / "state"),
+                             maxRecordsPerTrigger=100, partitionGroups=4)
+    clean: dict[int, list[dict[str, Any]]] = {}
+    clean_options = options | {"stateLocation": str(tmp_path / "clean-state")}
+    assert _run_to_end(_collecting_query(spark, clean_options, tmp_path / "ckpt-clean",
+                                         clean)) is None
+    kept, filler = small_disk / "kept", []
+
+    def fill_after_batch_two(batch_id: int) -> None:
+        if batch_id == 2:
+            for path in (small_disk / "state" / "versions").rglob("*.state"):
+                link = kept / path.relative_to(small_disk / "state")
+                link.parent.mkdir(parents=True, exist_ok=True)
+                os.link(path, link)
+            filler.append(faults.fill_disk(small_disk))
+
+    batches: dict[int, list[dict[str, Any]]] = {}
+    query = _collecting_query(spark, options, tmp_path / "ckpt", batches, fill_after_batch_two)
+    error = _run_to_end(query)
+    assert error is not None, "the query ran on with a full disk"
+    print(f"\nfull disk: {_first_line(error)}")
+    line = _first_line(error)
+    assert line.startswith("spark_stream_sched.errors.SpillError: "), str(error)
+    assert f"{small_disk}/state/versions/" in line
+    assert sorted(batches) == [0, 1, 2]
+
+    filler[0].unlink()  # space again
+    shutil.rmtree(kept)
+    assert _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", batches)) is None
+    assert batches == clean
+    assert_matches_oracle([r for b in sorted(batches) for r in batches[b]],
+                          expected_rows(tables))

@@ -62,8 +62,10 @@ def round_robin(inputs: Sequence[pa.Table], batch_rows: int) -> Iterator[Packet]
         lo += batch_rows
 
 
-def bench_extra(module: str) -> ModuleType:
+def bench_extra(module: str, purpose: str = "the benchmarks") -> ModuleType:
     """Import ``module`` of the ``bench`` extra (tqdm, matplotlib) or say how to install it.
+
+    ``purpose`` names what needs it in the message (e.g. ``"the report command"``).
 
     Raises
     ------
@@ -73,8 +75,9 @@ def bench_extra(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError:
-        raise ConfigError(f"the benchmarks need {module.split('.')[0]}, which comes with the "
-                          f"'bench' extra: pip install 'spark_stream_sched[bench]'") from None
+        raise ConfigError(f"{module.split('.')[0]} is not installed but needed by {purpose}; "
+                          f"it comes with the 'bench' extra: "
+                          f"pip install 'spark_stream_sched[bench]'") from None
 
 
 def progress(total: int, desc: str, enabled: bool) -> Any:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -66,6 +67,20 @@ class InputStream:
     schema: pa.Schema | None
 
 
+@contextmanager
+def naming_input(stream: InputStream | None) -> Iterator[None]:
+    """Prefix an :class:`InputError` raised inside with the input it concerns (id and path).
+
+    Errors that already start with ``input`` (they name it themselves) pass unchanged.
+    """
+    try:
+        yield
+    except InputError as exc:
+        if stream is None or str(exc).startswith("input "):
+            raise
+        raise InputError(f"input {stream.input_id} ({stream.path}): {exc}") from exc
+
+
 def _next_position(files: list[str], cursor: Cursor, fmt: str) -> tuple[int, int]:
     """(file index, row) of the next unconsumed row; ``(len(files), 0)`` when none is listed."""
     if cursor.file is None:
@@ -80,8 +95,17 @@ def _next_position(files: list[str], cursor: Cursor, fmt: str) -> tuple[int, int
     return idx + 1, 0
 
 
-def available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None) -> int:
-    """Unconsumed rows after ``cursor`` (counting stops early once ``cap`` is reached)."""
+def available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None,
+                   stream: InputStream | None = None) -> int:
+    """Unconsumed rows after ``cursor`` (counting stops early once ``cap`` is reached).
+
+    ``stream``, when given, is named in errors (:func:`naming_input`).
+    """
+    with naming_input(stream):
+        return _available_rows(files, cursor, fmt, cap)
+
+
+def _available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None) -> int:
     idx, row = _next_position(files, cursor, fmt)
     total = 0
     for i in range(idx, len(files)):
@@ -116,6 +140,12 @@ def read_between(stream: InputStream, files: list[str], start: Cursor, end: Curs
     Returns ``(rows, ts, seq)``: rows out of order are already dropped (policy ``drop``) or
     raise :class:`OutOfOrderError` (policy ``fail``); ``seq`` counts dropped rows too.
     """
+    with naming_input(stream):
+        return _read_between(stream, files, start, end, ts_column, policy)
+
+
+def _read_between(stream: InputStream, files: list[str], start: Cursor, end: Cursor,
+                  ts_column: str, policy: str) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     n_rows = end.seq - start.seq
     ranges = _walk(files, start, stream.fmt, n_rows)
     parts = [read_file_rows(f, stream.fmt, stream.schema, a, b) for f, a, b in ranges]
@@ -143,10 +173,11 @@ def peek_event_times(stream: InputStream, files: list[str], start: Cursor, n_row
     ts_schema = None
     if stream.schema is not None:
         ts_schema = pa.schema([stream.schema.field(ts_column)])
-    return np.concatenate([
-        event_times(read_file_rows(f, stream.fmt, ts_schema, a, b), ts_column,
-                    f"input {stream.input_id} file {f!r}", first_row=a)
-        for f, a, b in _walk(files, start, stream.fmt, n_rows)])
+    with naming_input(stream):
+        return np.concatenate([
+            event_times(read_file_rows(f, stream.fmt, ts_schema, a, b), ts_column,
+                        f"input {stream.input_id} file {f!r}", first_row=a)
+            for f, a, b in _walk(files, start, stream.fmt, n_rows)])
 
 
 def time_aligned_shares(heads: Sequence[np.ndarray], last_ts: Sequence[int | None],
@@ -188,7 +219,8 @@ def advance(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
         return start
     end = start
     if n_rows > 0:
-        ranges = _walk(files, start, stream.fmt, n_rows)
+        with naming_input(stream):
+            ranges = _walk(files, start, stream.fmt, n_rows)
         last_file, _, last_stop = ranges[-1]
         if ts is None or len(ts) != n_rows:
             ts = peek_event_times(stream, files, start, n_rows, ts_column)
@@ -202,7 +234,7 @@ def advance(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
         if len(kept):
             last = int(kept[-1]) if last is None else max(last, int(kept[-1]))
         end = Cursor(last_file, last_stop, start.seq + n_rows, last, False)
-    if finish_when_exhausted and available_rows(files, end, stream.fmt, 1) == 0:
+    if finish_when_exhausted and available_rows(files, end, stream.fmt, 1, stream) == 0:
         end = replace(end, finished=True)
     return end
 

@@ -30,8 +30,14 @@ def _read_whole(identity: tuple[str, int, int], fmt: str, schema: Any) -> Any:
     try:
         return get_format(fmt).read(path, schema)
     except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
-        raise InputError(f"cannot read {fmt} file {path!r}: {exc}{_untyped_hint(schema)}") \
-            from exc
+        raise unreadable(fmt, path, exc, _untyped_hint(schema)) from exc
+
+
+def unreadable(fmt: str, path: str, exc: BaseException, hint: str = "") -> InputError:
+    """The error for an input file that cannot be read: names the file and what to do."""
+    return InputError(f"cannot read {fmt} file {path!r}: {exc}{hint}; fix or replace the file "
+                      f"(a file must be complete when it appears in an input: write it "
+                      f"elsewhere and rename it into place), or move it out of the input")
 
 
 def _untyped_hint(schema: Any) -> str:
@@ -51,7 +57,7 @@ def _count_rows(identity: tuple[str, int, int], fmt: str) -> int:
         try:
             return int(pq.ParquetFile(path).metadata.num_rows)
         except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"cannot read parquet file {path!r}: {exc}") from exc
+            raise unreadable(fmt, path, exc) from exc
     return int(_read_whole(identity, fmt, None).num_rows)
 
 
@@ -70,7 +76,7 @@ def infer_schema(path: str, fmt: str) -> Any:
         try:
             return pq.ParquetFile(path).schema_arrow
         except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"cannot read parquet file {path!r}: {exc}") from exc
+            raise unreadable(fmt, path, exc) from exc
     return _read_whole(identity, fmt, None).schema
 
 
@@ -122,7 +128,10 @@ def read_file_rows(path: str, fmt: str, schema: Any, start: int = 0,
 
 
 def _read_parquet_range(path: str, start: int, stop: int, schema: Any) -> Any:
-    pf = pq.ParquetFile(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise unreadable("parquet", path, exc) from exc
     groups: list[int] = []
     first_row: int | None = None
     offset = 0
@@ -138,6 +147,10 @@ def _read_parquet_range(path: str, start: int, stop: int, schema: Any) -> Any:
         return empty if columns is None else conform(empty, schema, path)
     try:
         table = pf.read_row_groups(groups, columns=columns)
-    except (KeyError, pa.ArrowInvalid) as exc:
-        raise InputError(f"cannot read {path!r} with columns {columns}: {exc}") from exc
+    except KeyError as exc:
+        raise InputError(f"cannot read {path!r} with columns {columns}: {exc}; the file lacks "
+                         f"a column of the input schema: fix the file or the schema (option "
+                         f"schema)") from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise unreadable("parquet", path, exc) from exc
     return table.slice(start - (first_row or 0), stop - start)

@@ -24,7 +24,6 @@ Pure Python + PyArrow (no pyspark).
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.runtime.query.names import did_you_mean
 
 #: ``(path, schema or None) -> table``: one whole file, values parsed as ``schema``'s types.
 Reader = Callable[[str, Any], Any]
@@ -177,8 +177,7 @@ def canonical_format(name: str, where: str = "format") -> str:
         return key
     if key in ALIASES:
         return ALIASES[key]
-    guess = difflib.get_close_matches(key, FORMAT_NAMES, n=1)
-    hint = f"; did you mean {guess[0]!r}?" if guess else ""
+    hint = did_you_mean(key, FORMAT_NAMES)
     raise ConfigError(f"{where}={name!r} is not an input format{hint} Use one of "
                       f"{', '.join(FORMAT_NAMES)} (json is an alias of jsonl)")
 

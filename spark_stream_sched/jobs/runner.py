@@ -244,6 +244,11 @@ class _ProgressPrinter:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from spark_stream_sched.spark.metrics import drain_listener_bus
+
+        # Removing the listener (or exiting) while Spark still delivers the last progress
+        # event makes Spark log a Py4JNetworkException traceback: let the bus empty first.
+        drain_listener_bus(self.spark)
         self.spark.streams.removeListener(self.listener)
 
     def catch_up(self, query: Any) -> None:

@@ -62,6 +62,11 @@ class Offset:
         return sum(c.seq for c in self.cursors)
 
     @property
+    def newest_ts(self) -> int | None:
+        """The largest event time consumed over all inputs (None before any row)."""
+        return max((c.last_ts for c in self.cursors if c.last_ts is not None), default=None)
+
+    @property
     def all_finished(self) -> bool:
         """True once every input has finished."""
         return all(c.finished for c in self.cursors)
@@ -74,6 +79,19 @@ class Offset:
         """
         return ready_bound([c.last_ts for c in self.cursors], [c.finished for c in self.cursors],
                            [c.idle for c in self.cursors])
+
+
+def lag_ms(offset: Offset) -> int | None:
+    """How far the ready bound trails the newest input at ``offset``, in event-time ms.
+
+    ``max_j last_ts(j) - R``: 0 once every input has finished (``R`` is +infinity), None while
+    ``R`` is undefined (an unfinished input has sent nothing).
+    """
+    bound = offset.ready_bound()
+    newest = offset.newest_ts
+    if bound is None or newest is None:
+        return None
+    return max(0, newest - bound)
 
 
 def version_id(offset: Offset) -> str:
@@ -90,6 +108,22 @@ def _bad(text: Any, what: str) -> StateError:
     return StateError(f"offset {json.dumps(text)[:300]} is not an ordered-agg offset: {what}; "
                       f"the checkpoint was written by another source or version — start the "
                       f"query with a new checkpointLocation and stateLocation")
+
+
+def unreadable_offset(exc: json.JSONDecodeError) -> StateError:
+    """The error for offset text that is not JSON: a truncated or corrupt checkpoint offset log.
+
+    Spark keeps the source's offsets as JSON text in ``<checkpointLocation>/offsets/<batch id>``
+    and hands that text to the source unchecked; pyspark's source runner parses it before the
+    source sees it, so this names the file to repair instead of leaving a bare JSONDecodeError.
+    """
+    return StateError(
+        f"a source offset in the query's checkpoint offset log is not valid JSON ({exc.msg} at "
+        f"character {exc.pos} of {len(exc.doc)}): a file under <checkpointLocation>/offsets/ "
+        f"was truncated or corrupted (e.g. a full disk or a copy cut short). Restore it, or "
+        f"delete the newest offsets/<batch id> file (and commits/<batch id> if present) so "
+        f"that Spark plans that batch again, or restart with a new checkpointLocation and "
+        f"stateLocation")
 
 
 def _cursor(raw: Any, where: Any) -> Cursor:
@@ -123,7 +157,7 @@ def parse_offset(raw: Any, n_inputs: int) -> Offset:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise _bad(raw, f"invalid JSON ({exc})") from exc
+            raise unreadable_offset(exc) from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise _bad(raw, f"'format' is not {FORMAT!r}")
     if raw.get("version") != VERSION:

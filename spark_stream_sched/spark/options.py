@@ -34,7 +34,9 @@ window                 required  window size as a Spark interval: ``30 seconds``
 slide                  = window  slide (tumbling windows when equal to window)
 aggregates             required  e.g. ``count(*) as n, avg(value) as mean, first(value) as f``;
                                  split at top-level commas only (``first_where(v, a > 1)`` is one)
-stateLocation          required  directory for the runtime state (one per query, like a checkpoint)
+stateLocation          required  directory for the runtime state (one per query, like a checkpoint);
+                                 streams only: a batch read (``spark.read``) keeps its state
+                                 in memory and ignores it (``spark/batch.py``)
 partitionGroups        16        number of partition groups (units of state); fixed at first start;
                                  at most 4096 (each group is one state file per version)
 numPartitions          2         Spark tasks per micro-batch; each owns a range of partition
@@ -53,7 +55,10 @@ endOfInput             never     when an input counts as finished, so that the l
                                  ``Trigger.AvailableNow`` query starts are consumed: bounded
                                  runs); ``exhausted`` (all files listed so far are consumed).
                                  A finished input stays finished; later files are ignored with
-                                 a warning.
+                                 a warning. ``Trigger.AvailableNow`` with ``never`` logs a
+                                 warning naming ``availableNow`` (the last windows stay open);
+                                 an input without files at start is reported with a warning.
+                                 Batch reads: every input finishes at the end (option ignored)
 lateFiles              fail      a file that appears after the source admitted a file that
                                  sorts after it (it belongs to the past of the stream):
                                  ``fail`` stops the query with an error naming the input and
@@ -77,6 +82,8 @@ idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that h
                                  ready bound; its next row makes it active again. Rows it then
                                  sends below the bound already released are *late*: an error, or
                                  dropped with ``outOfOrder=drop``
+(path)                 refused   ``load(path)`` / option ``path`` is refused with a pointer to
+                                 ``inputs`` (a query merges several streams; ``path`` names one)
 =====================  ========  =================================================================
 
 The options that define the query are recorded under ``stateLocation`` at first start; a
@@ -109,6 +116,8 @@ OPTION_NAMES: tuple[str, ...] = (
     "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
+#: Required by a batch read (``spark.read``), which keeps its state in memory.
+BATCH_REQUIRED = ("inputs", "window", "aggregates")
 END_OF_INPUT = ("never", "availableNow", "exhausted")
 LATE_FILES = ("fail", "skip")
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 500_000
@@ -261,8 +270,26 @@ def _strategy(text: str) -> str | None:
     return name
 
 
-def parse_options(options: Mapping[str, str]) -> SourceConfig:
+def reject_path(options: Mapping[str, str]) -> None:
+    """Refuse ``load(path)`` / option ``path``, pointing at option ``inputs``.
+
+    An ``ordered-agg`` query merges several streams, one per entry of ``inputs``; Spark's
+    ``path`` names one dataset, so it is not taken as a silent alias.
+    """
+    for key, value in options.items():
+        if key.lower() in ("path", "paths"):
+            raise ConfigError(
+                f"the ordered-agg source takes its input directories from option inputs, not "
+                f"from load(path) or option {key}={value!r}: write .option('inputs', "
+                f"'/data/in0,/data/in1').load() (one directory or glob per input stream, "
+                f"comma-separated)")
+
+
+def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceConfig:
     """Parse and validate the source options (keys in any case).
+
+    With ``streaming`` False (a batch read, ``spark.read``) option ``stateLocation`` is not
+    required: a batch read keeps its state in memory.
 
     Raises
     ------
@@ -275,7 +302,9 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
     Called on the driver. Checks that need the input schema (columns of the aggregates, key and
     timestamp columns) happen when the reader builds the window operator.
     """
-    opts = normalise_options(options, OPTION_NAMES, REQUIRED, "ordered-agg source")
+    reject_path(options)
+    required = REQUIRED if streaming else BATCH_REQUIRED
+    opts = normalise_options(options, OPTION_NAMES, required, "ordered-agg source")
     inputs = tuple(p.strip() for p in opts["inputs"].split(",") if p.strip())
     if not inputs:
         raise ConfigError(f"option inputs={opts['inputs']!r} names no input path")
@@ -284,7 +313,7 @@ def parse_options(options: Mapping[str, str]) -> SourceConfig:
         spec=spec_from_options(opts, len(inputs)),
         inputs=inputs,
         format=canonical_format(opts.get("format", "parquet"), "option format"),
-        state_location=opts["stateLocation"].strip(),
+        state_location=opts.get("stateLocation", "").strip(),
         num_partitions=int_option("numPartitions",
                                   opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1),
         max_records_per_trigger=int_option(

@@ -27,7 +27,9 @@ its crash points, is in :class:`~spark_stream_sched.spark.sink_commit.SinkCommit
 here is pickled except the small commit message Spark itself requires.
 
 Options (case-insensitive; validated on the driver when Spark creates the writer, i.e. when the
-first micro-batch is planned, before any row is written):
+first micro-batch is planned, before any row is written — not at ``start()``: pyspark 4.3 calls a
+Python sink only from the query's thread, after ``start()`` has returned, so a bad option
+reaches ``awaitTermination()`` / ``query.exception()`` with a first line that says so):
 
 =====================  ============  ==========================================================
 option                 default       meaning
@@ -81,7 +83,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_stream_sched.errors import SpillError, StateError
+from spark_stream_sched.errors import ConfigError, SpillError, StateError
 from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.spark.sink_commit import (  # re-exported: the sink's public surface
     SINK_FORMAT_VERSION,
@@ -95,6 +97,7 @@ from spark_stream_sched.spark.sink_commit import (  # re-exported: the sink's pu
     runtime_schema,
     staging_dir,
 )
+from spark_stream_sched.spark.worker_errors import plain_errors
 
 logger = logging.getLogger(__name__)
 
@@ -220,12 +223,21 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
 
     Notes
     -----
-    Called on the driver when the query starts (and again for each commit).
+    Called on the driver in a planner worker (and again for each commit). pyspark 4.3 creates
+    a Python sink's writer in the query's own thread when it plans the first micro-batch,
+    after ``start()`` has returned, so a bad sink option fails there, before any row is
+    written, and reaches ``awaitTermination()`` / ``query.exception()``; the message says so.
     """
-    config = parse_sink_options(options)
-    check_schema(config, _arrow_schema(schema))
-    SinkCommitter(config).claim()  # a stateLocation of another query fails at start()
-    return OrderedAggStreamWriter(config)
+    with plain_errors():
+        try:
+            config = parse_sink_options(options)
+            check_schema(config, _arrow_schema(schema))
+        except ConfigError as exc:
+            raise ConfigError(f"ordered-agg sink options (checked when Spark planned the first "
+                              f"micro-batch; Spark calls a Python sink only after start() "
+                              f"returned): {exc}") from exc
+        SinkCommitter(config).claim()  # a stateLocation of another query fails here too
+        return OrderedAggStreamWriter(config)
 
 
 class OrderedAggSinkDataSource(DataSource):

@@ -39,6 +39,7 @@ from spark_stream_sched.runtime.state.commit_log import (
     write_state,
 )
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
 from spark_stream_sched.spark.options import int_option
 from spark_stream_sched.testing.faults import crash_point
 
@@ -433,12 +434,7 @@ def _window_types(out: pa.Table, query: OrderedAggregation) -> pa.Table:
     Integer event times stay int64 milliseconds, as in the ``ordered-agg`` source.
     """
     ts_type = query.window.input_schema.field(query.window.ts_column).type
-    if not pa.types.is_timestamp(ts_type):
-        return out
-    for name in ("window_start", "window_end"):
-        micros = pc.multiply(out.column(name), 1000).cast(pa.timestamp("us", tz="UTC"))
-        out = out.set_column(out.schema.get_field_index(name), name, micros)
-    return out
+    return bounds_as_timestamps(out) if pa.types.is_timestamp(ts_type) else out
 
 
 def _read_staged(files: Sequence[str]) -> pa.Table | None:

@@ -21,7 +21,8 @@ How a micro-batch runs:
   the rows with ``ts < R`` in the total order ``(ts, input, seq)`` into the window operator,
   write state version ``end``), then yield the closed windows as Arrow record batches of
   Spark's schema;
-* driver, ``commit(end)``: prune state versions older than ``end`` (keeping a few).
+* driver, ``commit(end)``: prune state versions older than ``end`` (keeping a few) and merge
+  the batch's metrics files (``runtime/state/batch_metrics.py``; docs/source.md "Metrics").
 
 Output order: each partition yields its rows ordered by ``(window_end, window_start, keys)``;
 Spark does not order rows across the partitions of one micro-batch, so a consumer that needs
@@ -52,20 +53,18 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     InputPartition,
@@ -80,17 +79,33 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_stream_sched import inputs
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, SparkStreamSchedError
 from spark_stream_sched.inputs import Cursor, FileManifest, InputStream
 from spark_stream_sched.runtime.keys import group_range_for_task
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.query.batch import GroupedBatch
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
-from spark_stream_sched.runtime.state import versions
+from spark_stream_sched.runtime.state import batch_metrics, versions
 from spark_stream_sched.runtime.state.lock import LocationLock
-from spark_stream_sched.runtime.window.aggregator import WINDOW_END, WINDOW_START
-from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
+from spark_stream_sched.runtime.window.aggregator import (
+    SPARK_TIMESTAMP,
+    WINDOW_END,
+    WINDOW_START,
+    bounds_as_timestamps,
+)
+from spark_stream_sched.spark.offsets import (
+    Offset,
+    lag_ms,
+    parse_offset,
+    unreadable_offset,
+    version_id,
+)
 from spark_stream_sched.spark.options import SourceConfig, parse_options
+from spark_stream_sched.spark.worker_errors import (
+    RefusedStreamReader,
+    plain_errors,
+    reported,
+)
 from spark_stream_sched.testing.faults import crash_point
 
 log = logging.getLogger(__name__)
@@ -130,42 +145,25 @@ class SourcePlan:
         """Arrow schema of the result rows before conversion to Spark's types."""
         schema = self.config.spec.build_window(self.input_schema).output_schema
         if self.ts_is_timestamp:
-            ts_type = pa.timestamp("us", tz="UTC")
+            ts_type = SPARK_TIMESTAMP
             for name in (WINDOW_START, WINDOW_END):
                 schema = schema.set(schema.get_field_index(name), pa.field(name, ts_type))
         return schema
 
 
-def build_plan(options: Any) -> SourcePlan:
+def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
     """Parse options and resolve the input schema (option ``schema`` or the first file).
+
+    ``streaming`` False: a batch read, which needs no ``stateLocation``.
 
     Notes
     -----
     Called on the driver; raises :class:`~spark_stream_sched.errors.ConfigError` early.
     """
-    config = parse_options(dict(options))
+    config = parse_options(dict(options), streaming)
     schema = inputs.resolve_schema(config.inputs, config.format, config.schema)
     config.spec.build(schema)  # columns, key, aggregate and filter types are checked here
     return SourcePlan(config, schema)
-
-
-@contextmanager
-def _plain_config_errors() -> Iterator[None]:
-    """Let a ConfigError raised in Spark's driver-side Python worker reach the user as itself.
-
-    Spark formats an exception in its planner and source-runner workers with the worker's
-    traceback in front of the message, unless ``SPARK_HIDE_TRACEBACK`` is set
-    (``pyspark.util.handle_worker_exception``); a configuration error's traceback only hides
-    the message. Those workers exit right after reporting the error, so setting the variable
-    there affects nothing else. Outside a Spark worker (tests, the CLI) nothing is changed.
-    """
-    try:
-        yield
-    except ConfigError:
-        main = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if main is not None and str(main.name).startswith("pyspark."):
-            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
-        raise
 
 
 # -- Spark data source -------------------------------------------------------------------------
@@ -191,18 +189,43 @@ class OrderedAggDataSource(DataSource):
         Also refuses, at ``load()``, a definition that differs from the one recorded under
         ``stateLocation`` (``runtime/query/recorded.py``).
         """
-        with _plain_config_errors():
-            plan = build_plan(self.options)
-            check_recorded(plan.config.state_location, plan.config.spec)
+        with plain_errors():
+            plan = build_plan(self.options, streaming=False)  # a batch read: no stateLocation
+            if plan.config.state_location:
+                check_recorded(plan.config.state_location, plan.config.spec)
             return from_arrow_schema(plan.output_arrow_schema())
 
-    def streamReader(self, schema: StructType) -> OrderedAggStreamReader:
-        """Create the stream reader; records the query under ``stateLocation`` at first start."""
-        with _plain_config_errors():
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """``spark.read.format("ordered-agg")``: the query over the files present now.
+
+        Returns the batch reader of ``spark/batch.py`` (state in memory; ``stateLocation``
+        is neither needed nor touched).
+        """
+        from spark_stream_sched.spark.batch import OrderedAggBatchReader
+
+        with plain_errors():
+            plan = build_plan(self.options, streaming=False)
+            check_schema_matches(plan, schema)
+            return OrderedAggBatchReader(plan, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Create the stream reader; records the query under ``stateLocation`` at first start.
+
+        Notes
+        -----
+        Called on the driver in the query's thread, after ``start()`` returned. Errors found
+        here (a stream without ``stateLocation``, a ``.schema()`` that differs from the
+        result's) are raised by the reader's first driver call instead, before any data moves:
+        pyspark 4.3's source runner would report an exception raised here as an unrelated
+        ``UnboundLocalError`` (:class:`~.worker_errors.RefusedStreamReader`).
+        """
+        try:
             plan = build_plan(self.options)
             check_schema_matches(plan, schema)
             record_spec(plan.config.state_location, plan.config.spec)
-            return OrderedAggStreamReader(plan, schema)
+        except SparkStreamSchedError as exc:
+            return RefusedStreamReader(exc)
+        return OrderedAggStreamReader(plan, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """``df.writeStream.format("ordered-agg")``: the sink of ``spark/sink.py``.
@@ -256,6 +279,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         #: a restart, first saw none)
         self._quiet_since: dict[int, float] = {}
         self._clock = time.monotonic  # replaced by tests
+        self._empty_reported = False  # inputs without files are reported once per process
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the driver's lock and manifests (executors never need them)."""
@@ -279,16 +303,19 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         for manifest in self._driver_manifests():
             manifest.sync(inputs.list_files(manifest.input_path), late_files, admit_new)
 
+    @reported
     def initialOffset(self) -> dict[str, Any]:
         """Offset before the first row of every input."""
         self._driver_manifests()
         return Offset.initial(self._plan.config.n_inputs).to_json()
 
+    @reported
     def getDefaultReadLimit(self) -> ReadLimit:
         """``ReadMaxRows(maxRecordsPerTrigger)``, or everything when the option is 0."""
         limit = self._plan.config.max_records_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
+    @reported
     def prepareForTriggerAvailableNow(self) -> None:
         """Freeze each input's manifest length: the query stops at the data present now.
 
@@ -300,6 +327,24 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._sync_manifests(late_files, admit_new=True)
         self._frozen_lengths = [len(m.admitted) for m in self._driver_manifests()]
         log.info("Trigger.AvailableNow: %s files frozen", self._frozen_lengths)
+        if self._plan.config.end_of_input == "never":
+            log.warning("Trigger.AvailableNow with endOfInput=never: the query stops at the "
+                        "files present now but the last windows stay open, waiting for rows "
+                        "of a later run; set option endOfInput=availableNow to flush the last "
+                        "windows at the end of this run")
+        self._report_empty_inputs()
+
+    def _report_empty_inputs(self) -> None:
+        """Warn once per driver process about inputs that hold no file (see the module doc)."""
+        if self._empty_reported:
+            return
+        self._empty_reported = True
+        available_now = self._frozen_lengths is not None
+        for j, manifest in enumerate(self._driver_manifests()):
+            if not manifest.admitted:
+                log.warning("%s", empty_input_message(j, manifest.input_path,
+                                                      self._plan.config.end_of_input,
+                                                      available_now))
 
     def _files(self, input_id: int) -> list[str]:
         """The manifest's files of one input (up to the frozen length under AvailableNow)."""
@@ -314,6 +359,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             if not cursor.finished:
                 manifest.check_unchanged(_files_from(names, cursor.file))
 
+    @reported
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Advance the cursors by at most the limit's rows: the earliest rows over all inputs.
 
@@ -328,10 +374,12 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             budget = c.max_records_per_trigger
         # Durable before the offset that refers to the files is returned (and logged by Spark).
         self._sync_manifests(c.late_files, admit_new=self._frozen_lengths is None)
+        self._report_empty_inputs()
         streams, cursors = self._plan.streams, offset.cursors
         files = [self._files(j) for j in range(c.n_inputs)]
         self._check_unread_files(files, cursors)
-        avail = [0 if cur.finished else inputs.available_rows(files[j], cur, c.format, budget)
+        avail = [0 if cur.finished else inputs.available_rows(files[j], cur, c.format, budget,
+                                                              streams[j])
                  for j, cur in enumerate(cursors)]
         shares = avail
         heads: list[np.ndarray | None] = [None] * c.n_inputs
@@ -379,6 +427,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             marked.append(replace(new, idle=idle))
         return tuple(marked)
 
+    @reported
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per range of partition groups; ``[]`` for an empty batch.
 
@@ -406,20 +455,51 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                                     start, end, files, skipped)
                 for i in range(n_tasks)]
 
+    @reported
     def commit(self, end: dict[str, Any]) -> None:
-        """Prune state versions older than ``end`` (the last few are kept)."""
+        """Prune state versions older than ``end`` (the last few are kept); merge the metrics.
+
+        The batch's partition metrics become ``<stateLocation>/metrics/batch-<id>.json``
+        (``runtime/state/batch_metrics.py``); a metrics file that cannot be written or read
+        is logged as a warning and does not stop the query.
+        """
         self._driver_manifests()
         c = self._plan.config
         version = version_id(parse_offset(end, c.n_inputs))
         deleted = versions.prune(c.state_location, version)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
+        try:
+            merged = batch_metrics.merge_batch(c.state_location, version)
+            batch_metrics.prune(c.state_location, version)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot merge the metrics of version %s under %s: %s; the query goes "
+                        "on, the report lacks this batch", version,
+                        batch_metrics.metrics_dir(c.state_location), exc)
+            return
+        if merged is not None:
+            log.info("ordered-agg batch %s: %s", merged["batch_id"],
+                     json.dumps(merged, sort_keys=True))
 
+    @reported
     def stop(self) -> None:
-        """Release the state location's lock (called by Spark when the query terminates)."""
+        """Release the state location's lock (called by Spark when the query terminates).
+
+        Notes
+        -----
+        pyspark's source runner parses the offsets Spark hands it (JSON text from the
+        checkpoint's offset log) before calling this reader, and calls ``stop()`` in a
+        ``finally`` clause when it ends. If it is ending because that text is not JSON (a
+        truncated or corrupt offset file), the bare ``JSONDecodeError`` is replaced here by a
+        :class:`~spark_stream_sched.errors.StateError` naming the offset log and what to do.
+        """
         self._lock.release()
+        failure = sys.exc_info()[1]
+        if isinstance(failure, json.JSONDecodeError):
+            raise unreadable_offset(failure) from failure
 
     # -- executors -----------------------------------------------------------------------------
 
+    @reported
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Run the partition's groups from version ``start`` to ``end``; yield closed windows.
 
@@ -435,14 +515,31 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             rows, _VersionStore(location, start, end), start.ready_bound(), end.ready_bound())
         crash_point("source.state_written", batch=_spark_batch_id(), partition=partition.index,
                     seq=end.total_seq)
+        batch_id = _spark_batch_id()
         result.metrics.update(seconds=round(time.perf_counter() - started, 4),
-                              late_files_skipped=partition.late_files_skipped)
+                              late_files_skipped=partition.late_files_skipped,
+                              batch_id=None if batch_id is None else int(batch_id),
+                              newest_ts=end.newest_ts, lag_ms=lag_ms(end))
         log.info("ordered-agg partition %d of batch %s: %s", partition.index, version_id(end),
                  json.dumps(result.metrics, sort_keys=True))
+        batch_metrics.write_part(location, version_id(end), partition.index, result.metrics)
         if result.output.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
             yield from _to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
                                  ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
+
+
+def empty_input_message(input_id: int, path: str, end_of_input: str,
+                        available_now: bool) -> str:
+    """What an input that holds no files when the query starts means, by ``endOfInput``."""
+    head = f"input {input_id} ({path}) holds no files when the query starts: "
+    if end_of_input == "exhausted" or (end_of_input == "availableNow" and available_now):
+        return head + (f"with endOfInput={end_of_input} it counts as finished and empty, and "
+                       f"files added to it later are ignored; check option inputs if it "
+                       f"should hold data")
+    return head + ("no window closes until it sends a row (the ready bound waits for every "
+                   "unfinished input); add its files, or set option idleTimeout so that a "
+                   "quiet input stops holding the others back")
 
 
 def _spark_batch_id() -> str | None:
@@ -467,10 +564,7 @@ def _files_between(files: list[str], first: str | None, last: str | None) -> tup
 def _to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) -> pa.Table:
     """Cast runtime output to the exact Arrow types Spark expects for the declared schema."""
     if ts_is_timestamp:
-        for name in (WINDOW_START, WINDOW_END):
-            idx = result.schema.get_field_index(name)
-            micros = pc.multiply(result.column(name), 1000).cast(pa.timestamp("us", tz="UTC"))
-            result = result.set_column(idx, name, micros)
+        result = bounds_as_timestamps(result)
     return result.cast(arrow_schema)
 
 

@@ -47,7 +47,7 @@ def test_version_ids_sort_in_batch_order() -> None:
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    ("not json", "invalid JSON"),
+    ("not json", "offset log is not valid JSON"),
     ({"format": "kafka"}, "'format' is not 'ordered-agg-offset'"),
     ({"format": "ordered-agg-offset", "version": 9, "inputs": []}, "version 9 is not supported"),
     ({"format": "ordered-agg-offset", "version": 2, "inputs": [{"file": None}]},

@@ -110,10 +110,20 @@ def test_bad_options_fail_when_the_query_is_defined(spark, tmp_path, option: str
 
 
 def test_missing_state_location_is_named(spark, tmp_path) -> None:
+    """A stream needs stateLocation (a batch read does not, so load() cannot tell).
+
+    The error comes from the query's first planning step, before any data moves, with our
+    message first — not pyspark's ``UnboundLocalError: ... 'reader'``, which is what an error
+    raised in ``streamReader()`` turns into in pyspark 4.3's source runner.
+    """
     write_inputs(str(tmp_path / "in"), rows=10)
     opts = source_options(str(tmp_path / "in"), 3, "")
-    with pytest.raises(Exception, match="option stateLocation is required"):
-        spark.readStream.format("ordered-agg").options(**opts).load()
+    query = (spark.readStream.format("ordered-agg").options(**opts).load()
+             .writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    with pytest.raises(Exception, match="option stateLocation is required") as info:
+        query.awaitTermination(120)
+    assert "ConfigError: option stateLocation is required" in str(info.value).splitlines()[0]
 
 
 def test_partition_group_change_is_refused_at_restart(spark, tmp_path) -> None:

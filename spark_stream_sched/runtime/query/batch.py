@@ -102,7 +102,8 @@ class GroupedBatch:
         kept = self.drop_late(rows, start_bound)
         group_of = self.group_ids(kept)
         per_group = {g: kept.filter(pa.array(group_of == g)) for g in self.groups}
-        loaded = {g: self.release(store.load(g), part, bound) for g, part in per_group.items()}
+        before = {g: store.load(g) for g in self.groups}
+        loaded = {g: self.release(before[g], part, bound) for g, part in per_group.items()}
         if self.strategy is None:
             outputs, windows = self.run_direct(loaded, bound)
             metrics: dict[str, Any] = {}
@@ -111,9 +112,13 @@ class GroupedBatch:
         states = {g: GroupState(loaded[g][2], windows[g]) for g in self.groups}
         store.save(states, {"bound": bound})
         out = self.in_output_order(pa.concat_tables(outputs))
+        buffered = sum(part.num_rows for part in per_group.values()) + sum(
+            s.pending.num_rows for s in before.values() if s.pending is not None)
+        pending = sum(pending_rows.num_rows for _, _, pending_rows in loaded.values())
         metrics.update({
             "rows_read": rows.num_rows, "late_dropped": rows.num_rows - kept.num_rows,
             "rows_of_partition": int(np.isin(group_of, self.groups).sum()),
+            "rows_released": buffered - pending, "rows_pending": pending,
             "windows_out": out.num_rows, "groups": len(self.groups), "ready_bound": bound,
             "state_bytes": sum(len(s.window or b"") + (s.pending.nbytes if s.pending is not None
                                                         else 0) for s in states.values()),

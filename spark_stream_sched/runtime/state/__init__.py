@@ -8,6 +8,7 @@
 ``snapshot.py``               checksummed, versioned snapshots of runtime state (never pickle)
 ``versions.py``               the source's versioned partition-group state and ``_query.json``
 ``commit_log.py``             the sink's commit markers, state files and owner record
+``batch_metrics.py``          the source's per-batch metrics files (parts per task, merged)
 ============================  =================================================================
 
 Every user of this layer (and the input manifest, ``inputs``' append-only log) runs through one

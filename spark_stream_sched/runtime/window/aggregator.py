@@ -41,6 +41,20 @@ from spark_stream_sched.runtime.window.spec import WindowSpec
 
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
+#: Spark's type for window bounds when the event time is a timestamp.
+SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def bounds_as_timestamps(out: pa.Table) -> pa.Table:
+    """``window_start``/``window_end`` (int64 ms) as UTC microsecond timestamps (Spark's type).
+
+    The one conversion used wherever an event-time column is a timestamp (source and sink);
+    integer event times keep int64 millisecond bounds.
+    """
+    for name in (WINDOW_START, WINDOW_END):
+        micros = pc.multiply(out.column(name), 1000).cast(SPARK_TIMESTAMP)
+        out = out.set_column(out.schema.get_field_index(name), name, micros)
+    return out
 
 
 def _max_run(pane: np.ndarray) -> int:

@@ -1,0 +1,92 @@
+"""``spark-stream-sched report <stateLocation>``: plot and tabulate the source's batch metrics.
+
+Reads ``<stateLocation>/metrics/`` (written by the ``ordered-agg`` source, see docs/source.md
+"Metrics"; nothing is written there), prints one row per batch and writes a PNG with three
+panels over the batches: input rows per second, lag of the ready bound behind the newest input,
+and state bytes. Needs matplotlib (the ``bench`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.state import batch_metrics
+
+_COLUMNS = [("batch_id", "batch"), ("rows_read", "rows read"), ("rows_released", "released"),
+            ("late_dropped", "late"), ("windows_out", "windows"), ("state_bytes", "state B"),
+            ("lag_ms", "lag ms"), ("seconds", "seconds"), ("rows_per_second", "rows/s")]
+#: Rows of the printed table (the newest batches; the plot has them all).
+TABLE_ROWS = 20
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``report`` sub-command."""
+    parser = subparsers.add_parser(
+        "report", help="plot the ordered-agg source's per-batch metrics (PNG + table)",
+        description="Read the per-batch metrics files under an ordered-agg stateLocation, "
+                    "print a table of the newest batches and write a PNG of input rows/s, lag "
+                    "behind the newest input and state bytes over the batches.")
+    parser.add_argument("state_location", metavar="stateLocation",
+                        help="the source's stateLocation option")
+    parser.add_argument("--out", default="report.png", help="PNG to write (default: %(default)s)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the table and write the PNG; a location without metrics is a ConfigError."""
+    batches = load(args.state_location)
+    from spark_stream_sched.bench.common import format_table
+
+    shown = batches[-TABLE_ROWS:]
+    if len(shown) < len(batches):
+        print(f"last {len(shown)} of {len(batches)} batches")
+    print(format_table(shown, _COLUMNS))
+    plot(batches, args.out, args.state_location)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def load(location: str) -> list[dict[str, Any]]:
+    """The batches' figures with ``rows_per_second``; ConfigError when there are none."""
+    batches = batch_metrics.read_batches(location)
+    if not batches:
+        where = batch_metrics.metrics_dir(location)
+        hint = ("it is not a directory" if not os.path.isdir(location) else
+                "no batch has run there yet, or it is not an ordered-agg stateLocation")
+        raise ConfigError(f"no ordered-agg batch metrics under {where}: {hint}; give the "
+                          f"stateLocation option of a query that has run")
+    for b in batches:
+        seconds = float(b.get("seconds") or 0.0)
+        b["rows_per_second"] = b["rows_read"] / seconds if seconds > 0 else 0.0
+    return batches
+
+
+def plot(batches: list[dict[str, Any]], out: str, location: str) -> None:
+    """Three panels over the batch ids: rows/s, lag (s), state (MiB)."""
+    from spark_stream_sched.bench.common import bench_extra
+
+    bench_extra("matplotlib", "the report command").use("Agg")
+    plt = bench_extra("matplotlib.pyplot", "the report command")
+    x = [b["batch_id"] for b in batches]
+    panels = [
+        ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
+        ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
+         "lag behind newest\ninput (event-time s)"),
+        ([b["state_bytes"] / 2**20 for b in batches], "state (MiB)"),
+    ]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 7), sharex=True)
+    for ax, (y, label) in zip(axes, panels, strict=True):
+        ax.plot(x, y, "o-" if len(x) < 50 else "-", lw=1.2, ms=4)
+        ax.set_ylabel(label, fontsize=9)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("micro-batch (Spark batch id)")
+    axes[-1].xaxis.get_major_locator().set_params(integer=True)
+    fig.suptitle(f"ordered-agg metrics: {location} ({len(batches)} batches)", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

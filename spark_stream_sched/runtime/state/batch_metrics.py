@@ -1,0 +1,189 @@
+"""Per-batch metrics files of the ``ordered-agg`` source under ``stateLocation`` (no pyspark).
+
+pyspark's Python streaming source API has no channel into ``StreamingQueryProgress`` (a Python
+``DataSourceStreamReader`` cannot implement ``ReportsSourceMetrics``), so the source writes its
+figures here, where ``spark_stream_sched.spark.metrics.OrderedAggProgress`` (a
+``StreamingQueryListener``) and ``spark-stream-sched report`` read them::
+
+    <stateLocation>/metrics/
+      parts/<version>/part-0003.json   one per read(): what partition 3 of the batch that ends
+                                       at state version <version> did
+      batch-000000000042.json          the whole batch 42 (Spark's batch id), merged on the
+                                       driver by commit() — or by the listener if it asks first
+                                       (Spark commits batch n when it plans batch n + 1)
+
+Every file is written by :func:`~spark_stream_sched.runtime.state.atomic.atomic_write`, so a
+reader never sees half a file and a replayed batch simply rewrites its parts. The newest
+:data:`KEEP_BATCHES` batch files are kept; part directories are deleted once merged and older
+than the committed version. Merging is deterministic, so whoever merges first writes the same
+file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from spark_stream_sched.runtime.state.atomic import atomic_write
+
+#: Batch files kept (about 1 KB each); older ones are deleted when a batch is committed.
+KEEP_BATCHES = 1000
+METRICS_DIR = "metrics"
+_BATCH_FILE = re.compile(r"^batch-(\d{12})\.json$")
+#: Figures that are the same in every part (each task reads all of the batch's rows).
+_SHARED = ("rows_read", "late_dropped", "ready_bound", "newest_ts", "lag_ms",
+           "late_files_skipped")
+#: Figures that add up over the parts (each task owns its partition groups).
+_SUMMED = ("rows_of_partition", "rows_released", "rows_pending", "windows_out", "state_bytes",
+           "groups")
+
+
+def metrics_dir(location: str) -> str:
+    """Directory of the metrics files of the query under ``location``."""
+    return os.path.join(location, METRICS_DIR)
+
+
+def part_path(location: str, version: str, index: int) -> str:
+    """File of partition ``index`` of the batch ending at state ``version``."""
+    return os.path.join(metrics_dir(location), "parts", version, f"part-{index:04d}.json")
+
+
+def batch_path(location: str, batch_id: int) -> str:
+    """Merged file of batch ``batch_id``."""
+    return os.path.join(metrics_dir(location), f"batch-{batch_id:012d}.json")
+
+
+def write_part(location: str, version: str, index: int, metrics: dict[str, Any]) -> None:
+    """Write one partition's metrics (called by ``read()`` on an executor)."""
+    data = json.dumps(metrics, sort_keys=True, default=str).encode()
+    atomic_write(part_path(location, version, index), data)
+
+
+def read_parts(location: str, version: str) -> list[dict[str, Any]]:
+    """The partition files of ``version`` in partition order ([] when there are none)."""
+    directory = os.path.dirname(part_path(location, version, 0))
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    except FileNotFoundError:
+        return []
+    return [_load(os.path.join(directory, n)) for n in names]
+
+
+def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) -> dict[str, Any]:
+    """One batch's figures from its partitions' (see the module doc for which add up)."""
+    merged: dict[str, Any] = {"batch_id": batch_id, "version": version, "partitions": len(parts)}
+    for key in _SHARED:
+        merged[key] = max((p[key] for p in parts if p.get(key) is not None), default=None)
+    for key in _SUMMED:
+        merged[key] = sum(int(p.get(key) or 0) for p in parts)
+    merged["seconds"] = max(float(p.get("seconds") or 0.0) for p in parts)
+    executors = [p["executor"] for p in parts if p.get("executor")]
+    if executors:
+        merged["executor"] = _merge_executor(executors)
+    return merged
+
+
+def _merge_executor(progress: list[dict[str, Any]]) -> dict[str, Any]:
+    """Executor figures over the tasks: counts add up, queue peaks and latencies take the max."""
+    out: dict[str, Any] = {}
+    for p in progress:
+        for key, value in p.items():
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                out.setdefault(key, value)
+            elif key.startswith(("peak_", "latency_", "elapsed")):
+                out[key] = max(out.get(key, value), value)
+            else:
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def merge_batch(location: str, version: str, batch_id: int | None = None
+                ) -> dict[str, Any] | None:
+    """Merge the parts of ``version`` into its batch file; None when it has no parts.
+
+    The batch id is Spark's, recorded by the tasks; ``batch_id`` is used only when they had
+    none (no Spark task context: tests), and by default is one past the newest batch file.
+    """
+    parts = read_parts(location, version)
+    if not parts:
+        return None
+    ids = [p["batch_id"] for p in parts if p.get("batch_id") is not None]
+    if ids:
+        batch_id = int(ids[0])
+    elif batch_id is None:
+        batch_id = max(batch_ids(location), default=-1) + 1
+    merged = merge_parts(parts, version, batch_id)
+    atomic_write(batch_path(location, batch_id), json.dumps(merged, sort_keys=True).encode())
+    return merged
+
+
+def batch_ids(location: str) -> list[int]:
+    """Ids of the merged batch files, ascending."""
+    try:
+        names = os.listdir(metrics_dir(location))
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_BATCH_FILE.match, names) if m)
+
+
+def read_batch(location: str, batch_id: int) -> dict[str, Any] | None:
+    """The merged figures of one batch, or None when its file does not exist (yet)."""
+    try:
+        return _load(batch_path(location, batch_id))
+    except FileNotFoundError:
+        return None
+
+
+def read_batches(location: str, unmerged: bool = True) -> list[dict[str, Any]]:
+    """Every kept batch's figures in batch order.
+
+    With ``unmerged``, batches whose parts no ``commit()`` merged yet are merged in memory
+    (nothing is written): Spark commits a batch's source offsets only when it plans the next
+    batch, so the last batch of a ``Trigger.AvailableNow`` run stays unmerged until the query
+    runs again.
+    """
+    found = [b for i in batch_ids(location) if (b := read_batch(location, i)) is not None]
+    if unmerged:
+        merged = {b["version"] for b in found}
+        for version in _part_versions(location):
+            parts = read_parts(location, version) if version not in merged else []
+            if parts:
+                ids = [p["batch_id"] for p in parts if p.get("batch_id") is not None]
+                batch_id = int(ids[0]) if ids else max(
+                    [b["batch_id"] for b in found], default=-1) + 1
+                found.append(merge_parts(parts, version, batch_id))
+    return sorted(found, key=lambda b: (b["batch_id"], b["version"]))
+
+
+def _part_versions(location: str) -> list[str]:
+    """Versions that have a part directory, ascending (= batch order)."""
+    try:
+        return sorted(os.listdir(os.path.join(metrics_dir(location), "parts")))
+    except FileNotFoundError:
+        return []
+
+
+def prune(location: str, committed: str, keep: int = KEEP_BATCHES) -> int:
+    """Delete part directories older than ``committed`` and all but the ``keep`` newest batches.
+
+    Returns the number of entries deleted. Called on the driver from ``commit()``.
+    """
+    parts_root = os.path.join(metrics_dir(location), "parts")
+    old = [n for n in _part_versions(location) if n < committed]
+    for name in old:
+        shutil.rmtree(os.path.join(parts_root, name), ignore_errors=True)
+    ids = batch_ids(location)
+    doomed = ids[: max(0, len(ids) - keep)]
+    for batch_id in doomed:
+        os.unlink(batch_path(location, batch_id))
+    return len(old) + len(doomed)
+
+
+def _load(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        loaded: dict[str, Any] = json.load(fh)
+    return loaded

@@ -1,0 +1,171 @@
+"""Errors a user can act on: our message, naming what failed and what to do, on the first line.
+
+Before, these arrived as 11–45-line Python-worker tracebacks with the useful line last (or, for a
+truncated offset, a bare ``JSONDecodeError`` from pyspark's runner), and some said nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from typing import Any
+
+import pytest
+
+from spark_stream_sched import inputs
+from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.inputs import Cursor, InputStream
+from spark_stream_sched.spark.options import parse_options
+from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+
+from .helpers import run_available_now, source_options, start_query, write_inputs
+
+
+def first_line(query: Any) -> str:
+    from pyspark.errors import StreamingQueryException
+
+    with pytest.raises(StreamingQueryException):
+        query.awaitTermination(180)
+    error = query.exception()
+    assert error is not None
+    return str(error).splitlines()[0]
+
+
+def truncate(path: str) -> None:
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+
+
+def make_reader(opts: dict[str, str]) -> OrderedAggStreamReader:
+    source = OrderedAggDataSource(opts)
+    reader = source.streamReader(source.schema())
+    assert isinstance(reader, OrderedAggStreamReader)
+    return reader
+
+
+# -- without a JVM ----------------------------------------------------------------------------
+
+
+def test_truncated_parquet_file_names_input_file_and_remedy(tmp_path) -> None:
+    write_inputs(str(tmp_path), n_inputs=2, rows=60)
+    files = inputs.list_files(str(tmp_path / "in1"))
+    truncate(files[1])
+    stream = InputStream(1, str(tmp_path / "in1"), "parquet", None)
+    with pytest.raises(InputError) as info:
+        inputs.available_rows(files, Cursor(), "parquet", None, stream)
+    message = str(info.value)
+    assert message.startswith(f"input 1 ({tmp_path / 'in1'}): cannot read parquet file "
+                              f"{files[1]!r}: Parquet magic bytes not found")
+    assert "fix or replace the file" in message
+
+
+def test_path_option_points_at_inputs() -> None:
+    opts = {"window": "10s", "aggregates": "count(*) as n", "stateLocation": "/s"}
+    with pytest.raises(ConfigError, match=r"takes its input directories from option inputs, not "
+                                          r"from load\(path\) or option path='/d'"):
+        parse_options(opts | {"path": "/d"})
+
+
+def test_available_now_without_end_of_input_warns_naming_the_option(tmp_path, caplog) -> None:
+    write_inputs(str(tmp_path), n_inputs=1, rows=50)
+    reader = make_reader(source_options(str(tmp_path), 1, str(tmp_path / "state"),
+                                        endOfInput="never"))
+    with caplog.at_level(logging.WARNING):
+        reader.prepareForTriggerAvailableNow()
+    reader.stop()
+    assert "set option endOfInput=availableNow to flush the last windows" in caplog.text
+
+
+@pytest.mark.parametrize(("mode", "available_now", "says"), [
+    ("availableNow", True, "with endOfInput=availableNow it counts as finished and empty"),
+    ("exhausted", False, "with endOfInput=exhausted it counts as finished and empty"),
+    ("never", False, "no window closes until it sends a row"),
+])
+def test_an_input_without_files_at_start_is_reported(tmp_path, caplog, mode: str,
+                                                     available_now: bool, says: str) -> None:
+    write_inputs(str(tmp_path), n_inputs=1, rows=50)
+    os.makedirs(tmp_path / "in1")
+    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "state"),
+                                        endOfInput=mode))
+    with caplog.at_level(logging.WARNING):
+        if available_now:
+            reader.prepareForTriggerAvailableNow()
+        start = reader.initialOffset()
+        reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader.stop()
+    warnings = [r.getMessage() for r in caplog.records if "holds no files" in r.getMessage()]
+    assert len(warnings) == 1  # once per driver process
+    assert warnings[0].startswith(f"input 1 ({tmp_path / 'in1'}) holds no files")
+    assert says in warnings[0]
+
+
+# -- a real Spark query -----------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_truncated_input_file_fails_with_our_first_line(spark, tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"), n_inputs=2, rows=60)
+    truncate(inputs.list_files(str(tmp_path / "in" / "in1"))[1])
+    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"))
+    line = first_line(start_query(spark, opts, str(tmp_path / "ckpt"), []))
+    assert "InputError: input 1 (" in line
+    assert "part-00001.parquet': Parquet magic bytes not found" in line
+    assert "fix or replace the file" in line
+
+
+@pytest.mark.spark
+def test_truncated_checkpoint_offset_names_the_offset_log(spark, tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"), n_inputs=2, rows=100)
+    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"),
+                          maxRecordsPerTrigger=150)
+    ckpt = str(tmp_path / "ckpt")
+    run_available_now(spark, opts, ckpt)
+    newest = max(glob.glob(os.path.join(ckpt, "offsets", "[0-9]*")),
+                 key=lambda p: int(os.path.basename(p)))
+    with open(newest) as f:
+        text = f.read()
+    with open(newest, "w") as f:
+        f.write(text[:-30])  # the source offset, the last line, is cut short
+    os.remove(os.path.join(ckpt, "commits", os.path.basename(newest)))
+    line = first_line(start_query(spark, opts, ckpt, []))
+    assert "StateError: a source offset in the query's checkpoint offset log is not valid " \
+           "JSON" in line
+    assert "delete the newest offsets/<batch id> file" in line
+
+
+@pytest.mark.spark
+def test_full_disk_during_state_write_reaches_the_first_line(spark, tmp_path, small_disk) -> None:
+    write_inputs(str(tmp_path / "in"), n_inputs=2, rows=3000)
+    opts = source_options(str(tmp_path / "in"), 2, str(small_disk / "state"),
+                          partitionGroups=64)
+    query = (spark.readStream.format("ordered-agg").options(**opts).load()
+             .writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    line = first_line(query)
+    assert "SpillError: cannot write " + str(small_disk / "state") in line
+    assert "No space left on device" in line
+    assert "free space on that file system" in line
+
+
+@pytest.mark.spark
+def test_sink_option_typo_says_it_was_checked_at_the_first_batch(spark, tmp_path) -> None:
+    query = (spark.readStream.format("rate").load().writeStream.format("ordered-agg")
+             .option("path", str(tmp_path / "out")).option("inputs", "1")
+             .option("windw", "10s").option("aggregates", "count(*) as n")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    line = first_line(query)
+    assert "ConfigError: ordered-agg sink options (checked when Spark planned the first " \
+           "micro-batch" in line
+    assert "unknown option 'windw' for the ordered-agg sink; did you mean 'window'?" in line
+
+
+@pytest.mark.spark
+def test_load_path_is_refused_at_load_pointing_at_inputs(spark, tmp_path) -> None:
+    opts = source_options(str(tmp_path), 1, str(tmp_path / "state"))
+    del opts["inputs"]
+    with pytest.raises(Exception, match="not from load") as info:
+        spark.readStream.format("ordered-agg").options(**opts).load(str(tmp_path / "in0"))
+    assert "write .option('inputs'," in str(info.value).splitlines()[0]

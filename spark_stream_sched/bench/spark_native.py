@@ -149,9 +149,9 @@ def run_ordered(spark: Any, dirs: list[Path], out: Path, size: str, slide: str,
                 max_records: int) -> float:
     """``readStream.format("ordered-agg")`` into Parquet; return the wall time in seconds."""
     from spark_stream_sched.jobs.runner import await_query
-    from spark_stream_sched.spark.sink import register_sink
+    from spark_stream_sched.spark import register
 
-    register_sink(spark)
+    register(spark)
     options = {"inputs": ",".join(str(d) for d in dirs), "keyColumns": "meter",
                "window": size, "slide": slide, "aggregates": ", ".join(AGGREGATES),
                "stateLocation": str(out / "state"), "maxRecordsPerTrigger": str(max_records),
@@ -173,9 +173,10 @@ def run_sink(spark: Any, dirs: list[Path], schema: pa.Schema, out: Path, size: s
         await_query,
         file_streams,
     )
-    from spark_stream_sched.spark.sink import finish_sink, register_sink
+    from spark_stream_sched.spark import register
+    from spark_stream_sched.spark.sink import finish_sink
 
-    register_sink(spark)
+    register(spark)
     frame = file_streams(spark, dirs, "parquet", schema, files_per_trigger, with_position=True)
     options = {"path": str(out / "output"), "checkpointLocation": str(out / "ck"),
                "inputs": str(len(dirs)), "inputColumn": INPUT_ID_COLUMN, "keyColumns": "meter",

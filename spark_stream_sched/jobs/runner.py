@@ -268,9 +268,9 @@ def _print_batch(batch_id: int, rows: int, duration_ms: dict[str, int],
 
 
 def _run_source(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
-    from spark_stream_sched.spark.sink import register_sink
+    from spark_stream_sched.spark import register
 
-    register_sink(spark)
+    register(spark)
     frame = spark.readStream.format("ordered-agg").options(**_source_options(cfg, dirs)).load()
     query = (frame.writeStream.format("parquet").option("path", str(Path(cfg.output).resolve()))
              .option("checkpointLocation", str(Path(cfg.checkpoint).resolve()))
@@ -281,9 +281,10 @@ def _run_source(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
 
 
 def _run_sink(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
-    from spark_stream_sched.spark.sink import finish_sink, register_sink
+    from spark_stream_sched.spark import register
+    from spark_stream_sched.spark.sink import finish_sink
 
-    register_sink(spark)
+    register(spark)
     frame = file_streams(spark, dirs, cfg.data.format, input_schema(dirs, cfg.data.format),
                          cfg.max_files_per_trigger, with_position=True)
     options = sink_options(cfg, len(dirs))

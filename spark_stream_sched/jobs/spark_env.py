@@ -9,7 +9,6 @@ which brings ``spark-defaults.conf`` and the quiet ``log4j2.properties``.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import sys
@@ -75,10 +74,9 @@ def build_session(master: str | None, app_name: str,
         builder = builder.config(key, value)
     logger.info("starting Spark (master %s)", master or "from spark-submit")
     session = builder.getOrCreate()
-    if importlib.util.find_spec("pyspark_ordered_agg") is None:  # not installed: register here
-        from spark_stream_sched.spark.sink import register_sink
+    from spark_stream_sched.spark import register
 
-        register_sink(session)
+    register(session)
     return session
 
 

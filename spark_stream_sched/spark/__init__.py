@@ -44,11 +44,17 @@ def session(master: str | None = "local[*]", app_name: str = "spark-stream-sched
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``ordered-agg`` data source with ``spark``.
+    """Make ``format("ordered-agg")`` (source, sink and batch reads) available in ``spark``.
 
-    Not needed when the package is installed: pyspark registers ``DefaultSource`` of the
-    top-level module ``pyspark_ordered_agg`` automatically.
+    The one registration function. With the package installed, pyspark registers
+    ``DefaultSource`` of the top-level module ``pyspark_ordered_agg`` by itself, and this does
+    nothing (registering again makes Spark warn that a static registration was replaced);
+    otherwise it registers :class:`~spark_stream_sched.spark.source.OrderedAggDataSource`.
     """
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark_ordered_agg") is not None:
+        return
     from spark_stream_sched.spark.source import OrderedAggDataSource
 
     spark.dataSource.register(OrderedAggDataSource)

@@ -77,10 +77,9 @@ import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.errors import ConfigError, SpillError, StateError
@@ -104,7 +103,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SINK_FORMAT_VERSION", "SINK_OPTION_NAMES", "OrderedAggStreamWriter", "SinkCommitMessage",
     "SinkCommitter", "SinkConfig", "check_schema", "finish_sink", "make_stream_writer",
-    "parse_sink_options", "read_commits", "register_sink", "runtime_schema", "staging_dir",
+    "parse_sink_options", "read_commits", "runtime_schema", "staging_dir",
 ]
 
 
@@ -238,57 +237,3 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
                               f"returned): {exc}") from exc
         SinkCommitter(config).claim()  # a stateLocation of another query fails here too
         return OrderedAggStreamWriter(config)
-
-
-class OrderedAggSinkDataSource(DataSource):
-    """A write-only ``ordered-agg`` data source (register it when the source's class is absent).
-
-    Notes
-    -----
-    ``spark.dataSource.register(OrderedAggSinkDataSource)`` makes
-    ``df.writeStream.format("ordered-agg")`` use this sink.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        """Return the format name ``ordered-agg``."""
-        return "ordered-agg"
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> OrderedAggStreamWriter:  # noqa: N802
-        """Return the sink's stream writer (options validated on the driver)."""
-        return make_stream_writer(self.options, schema)
-
-
-def sink_data_source() -> type[DataSource]:
-    """Return the ``ordered-agg`` DataSource class that can both read and write.
-
-    The source's ``OrderedAggDataSource`` is used when it already has ``streamWriter``; when it
-    lacks one, a subclass adds :func:`make_stream_writer`; without the source module the
-    write-only :class:`OrderedAggSinkDataSource` is returned.
-    """
-    try:
-        from spark_stream_sched.spark.source import OrderedAggDataSource
-    except ImportError as exc:
-        logger.info("ordered-agg source not importable (%s); registering the sink only", exc)
-        return OrderedAggSinkDataSource
-    if "streamWriter" in vars(OrderedAggDataSource):
-        return OrderedAggDataSource
-
-    class OrderedAggReadWriteDataSource(OrderedAggDataSource):
-        """The source plus the sink's ``streamWriter``."""
-
-        def streamWriter(self, schema: StructType, overwrite: bool) -> OrderedAggStreamWriter:  # noqa: N802
-            """Return the sink's stream writer (options validated on the driver)."""
-            return make_stream_writer(self.options, schema)
-
-    return OrderedAggReadWriteDataSource
-
-
-def register_sink(spark: Any) -> None:
-    """Register the ``ordered-agg`` format (source and sink) with ``spark``.
-
-    Notes
-    -----
-    Called on the driver before ``writeStream.format("ordered-agg")``.
-    """
-    spark.dataSource.register(sink_data_source())

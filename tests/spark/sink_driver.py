@@ -25,12 +25,12 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from spark_stream_sched.jobs.runner import file_streams
-    from spark_stream_sched.spark import sink
+    from spark_stream_sched.spark import register, sink
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    sink.register_sink(spark)
+    register(spark)
     dirs = [Path(d) for d in job["dirs"]]
     schema = pq.read_schema(next(p for p in sorted(dirs[0].iterdir()) if p.suffix == ".parquet"))
     frame = file_streams(spark, dirs, "parquet", schema, job["files_per_trigger"],

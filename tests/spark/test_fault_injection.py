@@ -37,7 +37,7 @@ import pytest
 
 from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
 from spark_stream_sched.runtime.state.atomic import atomic_writer
-from spark_stream_sched.spark import sink
+from spark_stream_sched.spark import register, sink
 from spark_stream_sched.testing import faults
 
 from . import test_sink
@@ -245,7 +245,7 @@ def test_sink_killed_at_random_points_restarts_to_identical_output(spark: Any,
                                                                    tmp_path: Path) -> None:
     rng = random.Random(SEED + 1)
     print(f"\nsink kill test: seed {SEED} (SPARK_STREAM_SCHED_FAULT_SEED={SEED} replays it)")
-    sink.register_sink(spark)
+    register(spark)
     tables = test_sink.make_inputs(rows=900)
     dirs = test_sink.write_file_streams(tables, tmp_path / "in", files_per_input=8)
     clean_opts = test_sink.options(tmp_path / "clean", sequenceColumn=SEQUENCE_COLUMN)
@@ -407,7 +407,7 @@ def test_truncated_newest_spark_offset_log_file(spark: Any, tmp_path: Path) -> N
 
 def test_damaged_sink_commit_marker_fails_the_restart_naming_it(spark: Any,
                                                                 tmp_path: Path) -> None:
-    sink.register_sink(spark)
+    register(spark)
     tables = test_sink.make_inputs(rows=600)
     dirs = test_sink.write_file_streams(tables, tmp_path / "in", files_per_input=3)
     moves = [(tmp_path / "held" / d.name / f.name, f)

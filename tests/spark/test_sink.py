@@ -19,7 +19,7 @@ from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
 from spark_stream_sched.runtime.window.spec import WindowSpec
-from spark_stream_sched.spark import sink
+from spark_stream_sched.spark import register, sink
 from spark_stream_sched.testing.reference import reference_aggregate
 
 AGGREGATES = ("count(*) as n, avg(value) as mean, first(value) as first_v, "
@@ -249,7 +249,7 @@ def start_sink_query(spark: Any, dirs: list[Path], schema: pa.Schema, opts: dict
 
 @pytest.mark.spark
 def test_spark_stream_equals_reference_and_replay_is_ignored(spark: Any, tmp_path: Path) -> None:
-    sink.register_sink(spark)
+    register(spark)
     tables = make_inputs(rows=2_000)
     dirs = write_file_streams(tables, tmp_path / "in", files_per_input=3)
     opts = options(tmp_path, sequenceColumn=SEQUENCE_COLUMN)
@@ -278,7 +278,7 @@ def test_spark_stream_equals_reference_and_replay_is_ignored(spark: Any, tmp_pat
 
 @pytest.mark.spark
 def test_spark_sink_rejects_bad_options_at_start(spark: Any, tmp_path: Path) -> None:
-    sink.register_sink(spark)
+    register(spark)
     tables = make_inputs(rows=300)
     dirs = write_file_streams(tables, tmp_path / "in", files_per_input=1)
     opts = options(tmp_path, keyColumns="no_such_column", sequenceColumn=SEQUENCE_COLUMN)

@@ -27,7 +27,7 @@ from spark_stream_sched.errors import SpillError, StateError
 from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
 from spark_stream_sched.runtime.state.commit_log import OWNER_FILE
 from spark_stream_sched.runtime.state.lock import LocationLock
-from spark_stream_sched.spark import sink
+from spark_stream_sched.spark import register, sink
 from spark_stream_sched.testing import faults
 from spark_stream_sched.testing.faults import STEPS, InjectedCrash, fill_disk, inject_crash
 
@@ -323,7 +323,7 @@ def test_spark_query_on_a_reused_state_location_fails_at_start(spark: Any,
     """Defect 2 as a user met it: the second query finished 'successfully' with no output."""
     from spark_stream_sched.jobs.runner import file_streams
 
-    sink.register_sink(spark)
+    register(spark)
     tables = make_inputs(rows=400)
     dirs = write_file_streams(tables, tmp_path / "in", files_per_input=2)
 

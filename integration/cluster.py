@@ -33,6 +33,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def master_status(ui_port: int) -> dict:
+    """The master's JSON status (``/json/``): workers, their state and cores used."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def cores_used(ui_port: int, worker_ui_port: int) -> int:
+    """Cores that running executors use on the worker whose web UI is ``worker_ui_port``."""
+    for worker in master_status(ui_port).get("workers", []):
+        if (worker.get("webuiaddress", "").endswith(f":{worker_ui_port}")
+                and worker.get("state") == "ALIVE"):
+            return int(worker.get("coresused", 0))
+    return 0
+
+
 def spark_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
@@ -74,8 +89,7 @@ class StandaloneCluster:
         return self
 
     def status(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
-            return json.loads(r.read())
+        return master_status(self.ui_port)
 
     def wait_alive(self, workers: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -118,11 +132,7 @@ class StandaloneCluster:
 
     def cores_used(self, index: int) -> int:
         """Cores that running executors use on worker ``index``, as the master reports it."""
-        port = f":{self.worker_ui_ports[index]}"
-        for worker in self.status().get("workers", []):
-            if worker.get("webuiaddress", "").endswith(port) and worker.get("state") == "ALIVE":
-                return int(worker.get("coresused", 0))
-        return 0
+        return cores_used(self.ui_port, self.worker_ui_ports[index])
 
     def restart_worker(self, index: int, timeout: float = 120.0) -> None:
         """Start worker ``index`` again (after :meth:`kill_worker`) and wait for it."""

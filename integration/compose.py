@@ -10,16 +10,14 @@ Data, output and checkpoints live in ``data_dir``, mounted at the same path in e
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import free_port
+from .cluster import cores_used, free_port, master_status
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "spark-stream-sched:dev"
@@ -88,8 +86,7 @@ class ComposeCluster:
         return self
 
     def status(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
-            return json.loads(r.read())
+        return master_status(self.ui_port)
 
     def wait_alive(self, workers: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -117,11 +114,7 @@ class ComposeCluster:
 
     def cores_used(self, index: int) -> int:
         """Cores that running executors use on worker ``index``, as the master reports it."""
-        port = f":{self.worker_ui_ports[index]}"
-        for worker in self.status().get("workers", []):
-            if worker.get("webuiaddress", "").endswith(port) and worker.get("state") == "ALIVE":
-                return int(worker.get("coresused", 0))
-        return 0
+        return cores_used(self.ui_port, self.worker_ui_ports[index])
 
     def kill_worker(self, index: int) -> None:
         self.compose("kill", f"worker-{index + 1}")

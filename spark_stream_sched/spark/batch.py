@@ -39,12 +39,12 @@ from spark_stream_sched.inputs import Cursor
 from spark_stream_sched.runtime.keys import group_range_for_task
 from spark_stream_sched.runtime.state import versions
 from spark_stream_sched.spark.offsets import Offset, parse_offset
-from spark_stream_sched.spark.source import (
+from spark_stream_sched.spark.source_plan import (
     OUTPUT_BATCH_ROWS,
     GroupRangePartition,
     SourcePlan,
-    _rows_between,
-    _to_spark,
+    rows_between,
+    to_spark,
 )
 from spark_stream_sched.spark.worker_errors import reported
 
@@ -107,10 +107,10 @@ class OrderedAggBatchReader(DataSourceReader):
         assert isinstance(partition, GroupRangePartition)
         n = self._plan.config.n_inputs
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
-        rows = _rows_between(self._plan, partition.files, start, end)
+        rows = rows_between(self._plan, partition.files, start, end)
         result = self._plan.batch(partition.groups).run(
             rows, _MemoryStore(), start.ready_bound(), end.ready_bound())
         if result.output.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
-            yield from _to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
+            yield from to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
                                  ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)

@@ -107,7 +107,7 @@ from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import canonical_format
 from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
 from spark_stream_sched.runtime.query.names import did_you_mean, normalise_options
-from spark_stream_sched.runtime.query.spec import QuerySpec, spec_from_options
+from spark_stream_sched.runtime.query.spec import QuerySpec, SpecView, spec_from_options
 
 #: Canonical option names (documented spelling); matching is case-insensitive.
 OPTION_NAMES: tuple[str, ...] = (
@@ -135,7 +135,7 @@ _IDENT = re.compile(r"^`?([A-Za-z_][A-Za-z_0-9]*)`?$")
 
 
 @dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(SpecView):
     """The validated options of one ``ordered-agg`` query (picklable, immutable).
 
     ``spec`` is *what* the query computes (fixed for a state location); the other fields say
@@ -154,46 +154,6 @@ class SourceConfig:
     idle_timeout_ms: int | None = None
     workers: int = 1
     late_files: str = "fail"
-
-    @property
-    def n_inputs(self) -> int:
-        """Number of input streams."""
-        return len(self.inputs)
-
-    @property
-    def timestamp_column(self) -> str:
-        """Event-time column (from the spec)."""
-        return self.spec.timestamp_column
-
-    @property
-    def key_columns(self) -> tuple[str, ...]:
-        """Key columns (from the spec)."""
-        return self.spec.key_columns
-
-    @property
-    def window_ms(self) -> int:
-        """Window size in ms (from the spec)."""
-        return self.spec.window_ms
-
-    @property
-    def slide_ms(self) -> int:
-        """Window slide in ms (from the spec)."""
-        return self.spec.slide_ms
-
-    @property
-    def aggregates(self) -> tuple[str, ...]:
-        """Aggregates in canonical text (from the spec)."""
-        return self.spec.aggregates
-
-    @property
-    def partition_groups(self) -> int:
-        """Number of partition groups (from the spec)."""
-        return self.spec.partition_groups
-
-    @property
-    def out_of_order(self) -> str:
-        """Out-of-order policy (from the spec)."""
-        return self.spec.out_of_order
 
 
 def parse_duration(option: str, text: str) -> int:

@@ -23,6 +23,7 @@ from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec, spec_from_options
 from spark_stream_sched.runtime.query.names import normalise_options, one_name
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
+from spark_stream_sched.runtime.query.spec import SpecView
 from spark_stream_sched.runtime.state.atomic import atomic_write
 from spark_stream_sched.runtime.state.commit_log import (
     FINAL,
@@ -60,7 +61,7 @@ SINK_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
-class SinkConfig:
+class SinkConfig(SpecView):
     """The validated options of one ``ordered-agg`` sink (picklable, immutable).
 
     ``spec`` is what the query computes (the same :class:`QuerySpec` the source, job configs
@@ -75,21 +76,6 @@ class SinkConfig:
     end_column: str | None
     keep_versions: int
     checkpoint_location: str | None = None
-
-    @property
-    def n_inputs(self) -> int:
-        """Number of input streams (from the spec)."""
-        return self.spec.n_inputs
-
-    @property
-    def timestamp_column(self) -> str:
-        """Event-time column (from the spec)."""
-        return self.spec.timestamp_column
-
-    @property
-    def key_columns(self) -> tuple[str, ...]:
-        """Key columns (from the spec)."""
-        return self.spec.key_columns
 
     def wiring(self) -> dict[str, str | None]:
         """Options besides the spec that are fixed for a stateLocation (named as written)."""

@@ -56,7 +56,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,20 +79,12 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_stream_sched import inputs
-from spark_stream_sched.errors import ConfigError, SparkStreamSchedError
-from spark_stream_sched.inputs import Cursor, FileManifest, InputStream
+from spark_stream_sched.errors import SparkStreamSchedError
+from spark_stream_sched.inputs import Cursor, FileManifest
 from spark_stream_sched.runtime.keys import group_range_for_task
-from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
-from spark_stream_sched.runtime.query.batch import GroupedBatch
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
 from spark_stream_sched.runtime.state import batch_metrics, versions
 from spark_stream_sched.runtime.state.lock import LocationLock
-from spark_stream_sched.runtime.window.aggregator import (
-    SPARK_TIMESTAMP,
-    WINDOW_END,
-    WINDOW_START,
-    bounds_as_timestamps,
-)
 from spark_stream_sched.spark.offsets import (
     Offset,
     lag_ms,
@@ -100,7 +92,15 @@ from spark_stream_sched.spark.offsets import (
     unreadable_offset,
     version_id,
 )
-from spark_stream_sched.spark.options import SourceConfig, parse_options
+from spark_stream_sched.spark.source_plan import (
+    OUTPUT_BATCH_ROWS,
+    GroupRangePartition,
+    SourcePlan,
+    build_plan,
+    check_schema_matches,
+    rows_between,
+    to_spark,
+)
 from spark_stream_sched.spark.worker_errors import (
     RefusedStreamReader,
     plain_errors,
@@ -110,60 +110,6 @@ from spark_stream_sched.testing.faults import crash_point
 
 log = logging.getLogger(__name__)
 
-#: Arrow record batches yielded by read() hold at most this many rows.
-OUTPUT_BATCH_ROWS = 65_536
-
-
-# -- the query, resolved once on the driver ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourcePlan:
-    """Validated options plus the resolved input schema (picklable; shipped to executors)."""
-
-    config: SourceConfig
-    input_schema: pa.Schema
-
-    @property
-    def streams(self) -> list[InputStream]:
-        """The input streams, in input-id order."""
-        return [InputStream(i, p, self.config.format, self.input_schema)
-                for i, p in enumerate(self.config.inputs)]
-
-    @property
-    def ts_is_timestamp(self) -> bool:
-        """Whether the input event time is a timestamp (else int64 milliseconds)."""
-        ts_type = self.input_schema.field(self.config.timestamp_column).type
-        return bool(pa.types.is_timestamp(ts_type))
-
-    def batch(self, groups: Sequence[int]) -> GroupedBatch:
-        """The runtime's micro-batch entry for the partition groups ``groups``."""
-        c = self.config
-        return GroupedBatch(c.spec, self.input_schema, tuple(groups), c.scheduler, c.workers)
-
-    def output_arrow_schema(self) -> pa.Schema:
-        """Arrow schema of the result rows before conversion to Spark's types."""
-        schema = self.config.spec.build_window(self.input_schema).output_schema
-        if self.ts_is_timestamp:
-            ts_type = SPARK_TIMESTAMP
-            for name in (WINDOW_START, WINDOW_END):
-                schema = schema.set(schema.get_field_index(name), pa.field(name, ts_type))
-        return schema
-
-
-def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
-    """Parse options and resolve the input schema (option ``schema`` or the first file).
-
-    ``streaming`` False: a batch read, which needs no ``stateLocation``.
-
-    Notes
-    -----
-    Called on the driver; raises :class:`~spark_stream_sched.errors.ConfigError` early.
-    """
-    config = parse_options(dict(options), streaming)
-    schema = inputs.resolve_schema(config.inputs, config.format, config.schema)
-    config.spec.build(schema)  # columns, key, aggregate and filter types are checked here
-    return SourcePlan(config, schema)
 
 
 # -- Spark data source -------------------------------------------------------------------------
@@ -236,22 +182,6 @@ class OrderedAggDataSource(DataSource):
         from spark_stream_sched.spark.sink import make_stream_writer
 
         return make_stream_writer(self.options, schema)
-
-
-@dataclass(frozen=True)
-class GroupRangePartition(InputPartition):
-    """One Spark task's work: the partition groups it owns and the batch's offsets.
-
-    Must be picklable: it is the only per-batch channel from the driver to ``read()``.
-    """
-
-    index: int
-    groups: tuple[int, ...]
-    start: dict[str, Any]
-    end: dict[str, Any]
-    files: tuple[tuple[str, ...], ...]
-    #: late files skipped so far over all inputs (``lateFiles=skip``), for the metrics line
-    late_files_skipped: int = 0
 
 
 class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -510,7 +440,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         started = time.perf_counter()
         n, location = self._plan.config.n_inputs, self._plan.config.state_location
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
-        rows = _rows_between(self._plan, partition.files, start, end)
+        rows = rows_between(self._plan, partition.files, start, end)
         result = self._plan.batch(partition.groups).run(
             rows, _VersionStore(location, start, end), start.ready_bound(), end.ready_bound())
         crash_point("source.state_written", batch=_spark_batch_id(), partition=partition.index,
@@ -525,7 +455,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         batch_metrics.write_part(location, version_id(end), partition.index, result.metrics)
         if result.output.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
-            yield from _to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
+            yield from to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
                                  ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
 
 
@@ -561,13 +491,6 @@ def _files_between(files: list[str], first: str | None, last: str | None) -> tup
     return tuple(f for f in files[lo:] if f <= last)
 
 
-def _to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) -> pa.Table:
-    """Cast runtime output to the exact Arrow types Spark expects for the declared schema."""
-    if ts_is_timestamp:
-        result = bounds_as_timestamps(result)
-    return result.cast(arrow_schema)
-
-
 # -- one partition of one micro-batch (executor side) -----------------------------------------
 
 
@@ -586,32 +509,3 @@ class _VersionStore:
     def save(self, states: dict[int, versions.GroupState], meta: dict[str, Any]) -> None:
         """Write the groups' state as version ``end``."""
         versions.save_groups(self.location, version_id(self.end), states, meta)
-
-
-def _rows_between(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
-                  end: Offset) -> pa.Table:
-    """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
-    c = plan.config
-    parts = []
-    for j, stream in enumerate(plan.streams):
-        rows, _, seq = inputs.read_between(
-            stream, list(files[j]), start.cursors[j], end.cursors[j], c.timestamp_column,
-            c.out_of_order)
-        rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
-        parts.append(rows.append_column(SEQ_COL, pa.array(seq)))
-    return pa.concat_tables(parts)
-
-
-def check_schema_matches(plan: SourcePlan, schema: StructType) -> None:
-    """Refuse a user-given schema (``readStream.schema(...)``) that differs from the result's.
-
-    Raises
-    ------
-    ConfigError
-        Naming both schemas; the result schema is derived from the options.
-    """
-    expected = from_arrow_schema(plan.output_arrow_schema())
-    if expected.simpleString() != schema.simpleString():
-        raise ConfigError(f"the schema given to readStream.schema() {schema.simpleString()} "
-                          f"differs from the result schema of the ordered-agg options "
-                          f"{expected.simpleString()}; omit .schema() or make it match")

@@ -157,6 +157,56 @@ def _shown(name: str, value: Any) -> str:
     return repr(value)
 
 
+
+class SpecView:
+    """Read-only access to the fields of a ``spec`` (for configs that wrap a :class:`QuerySpec`).
+
+    The source's and the sink's configs hold the query as ``spec`` plus their own wiring;
+    this mixin lets their callers read ``config.window_ms`` and friends without copies.
+    """
+
+    spec: QuerySpec
+
+    @property
+    def n_inputs(self) -> int:
+        """Number of input streams."""
+        return self.spec.n_inputs
+
+    @property
+    def timestamp_column(self) -> str:
+        """Event-time column."""
+        return self.spec.timestamp_column
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """Key columns."""
+        return self.spec.key_columns
+
+    @property
+    def window_ms(self) -> int:
+        """Window size in ms."""
+        return self.spec.window_ms
+
+    @property
+    def slide_ms(self) -> int:
+        """Window slide in ms."""
+        return self.spec.slide_ms
+
+    @property
+    def aggregates(self) -> tuple[str, ...]:
+        """Aggregates in canonical text."""
+        return self.spec.aggregates
+
+    @property
+    def partition_groups(self) -> int:
+        """Number of partition groups."""
+        return self.spec.partition_groups
+
+    @property
+    def out_of_order(self) -> str:
+        """Out-of-order policy."""
+        return self.spec.out_of_order
+
 def spec_from_options(opts: Mapping[str, str], n_inputs: int) -> QuerySpec:
     """Build a spec from options already mapped to canonical names (Spark source or sink).
 

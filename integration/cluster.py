@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,21 @@ def cores_used(ui_port: int, worker_ui_port: int) -> int:
                 and worker.get("state") == "ALIVE"):
             return int(worker.get("coresused", 0))
     return 0
+
+
+def wait_for_workers(ui_port: int, workers: int, timeout: float,
+                     check: Callable[[], None] = lambda: None) -> bool:
+    """Poll the master until ``workers`` are alive; ``check`` may raise to stop early."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if master_status(ui_port).get("aliveworkers", 0) >= workers:
+                return True
+        except OSError:
+            pass
+        check()
+        time.sleep(1)
+    return False
 
 
 def spark_env() -> dict[str, str]:
@@ -92,18 +108,14 @@ class StandaloneCluster:
         return master_status(self.ui_port)
 
     def wait_alive(self, workers: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.status().get("aliveworkers", 0) >= workers:
-                    return
-            except OSError:
-                pass
+        def exited_early() -> None:
             for proc in [self.procs[0], *self.workers]:
                 if proc.poll() is not None:
                     raise RuntimeError(f"a cluster process exited early; see logs in {self.root}")
-            time.sleep(1)
-        raise TimeoutError(f"{workers} workers not alive after {timeout} s; logs in {self.root}")
+
+        if not wait_for_workers(self.ui_port, workers, timeout, exited_early):
+            raise TimeoutError(f"{workers} workers not alive after {timeout} s; logs in "
+                               f"{self.root}")
 
     def _start_worker(self, index: int) -> subprocess.Popen[bytes]:
         work = self.root / f"worker-{index}"

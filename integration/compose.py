@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import cores_used, free_port, master_status
+from .cluster import cores_used, free_port, master_status, wait_for_workers
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "spark-stream-sched:dev"
@@ -89,14 +89,8 @@ class ComposeCluster:
         return master_status(self.ui_port)
 
     def wait_alive(self, workers: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.status().get("aliveworkers", 0) >= workers:
-                    return
-            except OSError:
-                pass
-            time.sleep(1)
+        if wait_for_workers(self.ui_port, workers, timeout):
+            return
         logs = self.compose("logs", "--tail", "30", check=False).stdout
         raise TimeoutError(f"{workers} workers not alive after {timeout} s:\n{logs}")
 

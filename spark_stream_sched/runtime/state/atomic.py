@@ -30,13 +30,18 @@ _ADVICE = ("nothing was committed — free space on that file system (or fix its
            "and restart the query from its checkpoint")
 
 
+def _fsync_path(path: str) -> None:
+    """Fsync a file or a directory by path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(directory: str) -> None:
     """Make renames and new entries in ``directory`` durable."""
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    _fsync_path(directory)
 
 
 def temp_path(path: str) -> str:
@@ -49,14 +54,6 @@ def spill_error(path: str, exc: OSError, size: int | None = None) -> SpillError:
     """The error for a failed durable write of ``path``."""
     what = "" if size is None else f" ({size} bytes)"
     return SpillError(f"cannot write {path}{what}: {exc.strerror or exc}; {_ADVICE}")
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -78,7 +75,7 @@ def atomic_writer(path: str, sync_dir: bool = True) -> Iterator[str]:
     try:
         os.makedirs(directory, exist_ok=True)
         yield tmp
-        _fsync_file(tmp)
+        _fsync_path(tmp)
         os.replace(tmp, path)
         if sync_dir:
             fsync_dir(directory)

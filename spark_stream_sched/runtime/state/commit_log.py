@@ -34,7 +34,7 @@ from typing import Any
 
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.state.atomic import atomic_write, create_exclusively, read_bytes
-from spark_stream_sched.runtime.state.records import seal, unseal
+from spark_stream_sched.runtime.state.records import read_record, seal
 
 OWNER_FILE = "_sink.json"
 OWNER_FORMAT = "ordered-agg-sink-owner"
@@ -57,12 +57,7 @@ def commit_path(location: str, name: str) -> Path:
 
 def read_marker(path: Path) -> dict[str, Any]:
     """Read one commit marker; a truncated or foreign file is a StateError naming it."""
-    data = read_bytes(str(path), "ordered-agg sink commit marker", _DAMAGED)
-    try:
-        record = unseal(data)
-    except ValueError as exc:
-        raise StateError(f"ordered-agg sink commit marker {path} cannot be read ({exc}); "
-                         f"{_DAMAGED}") from exc
+    record = read_record(str(path), "ordered-agg sink commit marker", _DAMAGED)
     if "batch_id" not in record or "state" not in record:
         raise StateError(f"ordered-agg sink commit marker {path} is not a commit record; "
                          f"restore it or start the query with new locations")
@@ -154,13 +149,8 @@ def owner_record(checkpoint_location: str | None, output_path: str,
 
 
 def _read_owner(path: Path) -> dict[str, Any]:
-    advice = "restore it or use a new stateLocation"
-    data = read_bytes(str(path), "ordered-agg sink owner record", advice)
-    try:
-        owner = unseal(data)
-    except ValueError as exc:
-        raise StateError(f"ordered-agg sink owner record {path} cannot be read ({exc}); "
-                         f"restore it or use a new stateLocation") from exc
+    owner = read_record(str(path), "ordered-agg sink owner record",
+                        "restore it or use a new stateLocation")
     if owner.get("format") != OWNER_FORMAT:
         raise StateError(f"{path} is not an ordered-agg sink owner record; this stateLocation "
                          f"belongs to something else — use a new stateLocation")

@@ -12,6 +12,9 @@ import hashlib
 import json
 from typing import Any
 
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.state.atomic import read_bytes
+
 CHECKSUM = "checksum"
 
 
@@ -41,3 +44,18 @@ def unseal(data: bytes) -> dict[str, Any]:
     if checksum != _digest(record):
         raise ValueError("checksum mismatch: the file is corrupt or truncated")
     return record
+
+
+def read_record(path: str, what: str, advice: str) -> dict[str, Any]:
+    """Read and check a :func:`seal`-ed record file.
+
+    Raises
+    ------
+    StateError
+        Missing, truncated or corrupt, naming ``what``, the file and ``advice``.
+    """
+    data = read_bytes(path, what, advice)
+    try:
+        return unseal(data)
+    except ValueError as exc:
+        raise StateError(f"{what} {path} cannot be read ({exc}); {advice}") from exc

@@ -28,8 +28,8 @@ from typing import Any
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError, StateError
-from spark_stream_sched.runtime.state.atomic import atomic_write, fsync_dir, read_bytes
-from spark_stream_sched.runtime.state.records import seal, unseal
+from spark_stream_sched.runtime.state.atomic import atomic_write, fsync_dir
+from spark_stream_sched.runtime.state.records import read_record, seal
 from spark_stream_sched.runtime.state.snapshot import read_snapshot, write_snapshot
 
 KIND = "ordered-agg-group"
@@ -95,12 +95,8 @@ def record_query(location: str, definition: dict[str, Any]) -> None:
 def read_query(location: str) -> dict[str, Any]:
     """The query definition recorded in ``_query.json``; StateError naming the file if unusable."""
     path = os.path.join(location, QUERY_FILE)
-    advice = "restore the file or use a new stateLocation and checkpointLocation"
-    data = read_bytes(path, "the recorded query definition", advice)
-    try:
-        return unseal(data)
-    except ValueError as exc:
-        raise StateError(f"cannot read {path}: {exc}; {advice}") from exc
+    return read_record(path, "the recorded query definition",
+                       "restore the file or use a new stateLocation and checkpointLocation")
 
 
 def save_groups(location: str, version: str, states: dict[int, GroupState],

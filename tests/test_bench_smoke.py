@@ -51,9 +51,9 @@ def test_window_bench_rejects_unknown_queries() -> None:
 def test_cli_bench_all_runs_every_benchmark_with_its_own_defaults(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """``bench all`` dispatches to merge, window, strategies and spark with each one's own
-    defaults (each runs for real in its own test; strategies and spark take minutes, so their
-    runners are replaced by recorders here)."""
+    """``bench all`` dispatches to every benchmark of ``ALL`` (merge, window, strategies, spark,
+    keyed) with each one's own defaults (each runs for real in its own test; strategies and
+    spark take minutes, so their runners are replaced by recorders here)."""
     import dataclasses
 
     from spark_stream_sched.commands import bench as command
@@ -72,7 +72,8 @@ def test_cli_bench_all_runs_every_benchmark_with_its_own_defaults(
         monkeypatch.setitem(command.BENCHES, name, fake)
     out = tmp_path / "bench.json"
     assert main(["bench", "all", "--quick", "--seed", "3", "--json", str(out)]) == 0
-    assert seen == [(name, True, 3, True) for name in ("merge", "window", "strategies", "spark")]
+    assert "keyed" in command.ALL
+    assert seen == [(name, True, 3, True) for name in command.ALL]
     assert [r["bench"] for r in json.loads(out.read_text())] == list(command.ALL)
     printed = capsys.readouterr().out
     assert "== spark:" in printed
@@ -87,3 +88,24 @@ def test_cli_bench_json_to_stdout_and_errors(capsys: pytest.CaptureFixture[str])
     assert main(["bench", "window", "--quick", "--no-progress", "--queries", "nope"]) == 2
     assert "unknown window queries" in capsys.readouterr().err
     assert main(["bench"]) == 2
+
+
+def test_cli_bench_keyed_quick_reports_every_part(tmp_path: Path) -> None:
+    """``bench keyed --quick``: wait, latency, cpu and pipeline parts, the plot, equal outputs."""
+    out, png = tmp_path / "keyed.json", tmp_path / "keyed.png"
+    assert main(["bench", "keyed", "--quick", "--no-progress", "--rows", "4096",
+                 "--json", str(out), "--plot", str(png)]) == 0
+    results = json.loads(out.read_text())
+    parts = {r["part"] for r in results}
+    assert parts == {"machine", "wait", "latency", "cpu", "pipeline"}
+    wait = [r for r in results if r["part"] == "wait"]
+    assert {r["queue"] for r in wait} == {"hybrid", "partitioned"}
+    assert {r["placement"] for r in wait} == {"adjacent", "colliding"}
+    assert all(r["tuples_per_s"] > 0 for r in wait)
+    assert all(r["hybrid_vs_partitioned"] > 0 for r in wait
+               if r["queue"] == "hybrid" and r["workers"] > 1)
+    latency = [r for r in results if r["part"] == "latency"]
+    assert {r["workers"] for r in latency} == {1, 2}
+    assert all(0 < r["latency_median_ms"] <= r["latency_p95_ms"] for r in latency)
+    assert all(r["identical"] is True for r in results if r["part"] == "pipeline")
+    assert png.stat().st_size > 10_000

@@ -86,7 +86,7 @@ def test_the_same_job_runs_three_ways(demo: int) -> None:
 
 
 def test_the_standalone_command_line_examples_run(demo: int) -> None:
-    cli = [b for b in blocks("bash") if "spark-stream-sched aggregate" in b]
+    cli = [b for b in blocks("bash") if "spark-stream-sched aggregate" in b and "--op" not in b]
     assert len(cli) == 1
     target = REPO / "demo-output" / "windows.csv"
     target.unlink(missing_ok=True)
@@ -105,3 +105,18 @@ def test_the_compose_block_shows_the_commands_the_compose_tests_run() -> None:
     assert '"up", "-d", "master", "worker-1", "worker-2"' in source
     assert '"run", "--rm", "job"' in source
     assert '"down"' in source
+
+
+def test_the_keyed_operator_examples_run(demo: int) -> None:
+    keyed = [b for b in blocks("bash") if "smart_grid_keyed.toml" in b]
+    assert len(keyed) == 1
+    run_line, sessions_line = commands(keyed[0])
+    out = run(["bash", "-c", run_line]).stdout
+    assert "rows out" in out
+    assert "net_change" in out  # the windows over the per-meter changes
+    target = REPO / "demo-output" / "sessions.csv"
+    target.unlink(missing_ok=True)
+    run(["bash", "-c", sessions_line])
+    lines = target.read_text().splitlines()
+    assert lines[0] == '"session_start","session_end","meter","readings","first_v"'
+    assert len(lines) > 100

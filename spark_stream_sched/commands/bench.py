@@ -7,7 +7,10 @@ Sub-commands (each prints a table, or JSON with ``--json``):
   runtime vs the MQ baseline.
 * ``bench strategies`` -- the scheduling strategies in the simulator and on the executor.
 * ``bench spark``  -- ``ordered-agg`` against Spark's native union + window + ``first()``.
-* ``bench all``    -- all four, one after another.
+* ``bench keyed``  -- a keyed operator on W threads: hybrid vs partitioned queue under key skew
+  (seed 002 §7.2.1), a clickstream pipeline per §6 heuristic, and the rows of
+  ``bench/keyed_sessions.py`` (hooked in ``spark_stream_sched.bench.keyed._sessions_rows``).
+* ``bench all``    -- all of them, one after another.
 
 To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
 register them in :data:`BENCHES`; the shared flags (``--rows``, ``--repeat``, ``--json``,
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from spark_stream_sched.bench import keyed as keyed_bench
 from spark_stream_sched.bench import spark_native
 from spark_stream_sched.bench import strategies as strategies_bench
 from spark_stream_sched.errors import ConfigError
@@ -111,7 +115,7 @@ def _format_window(results: Results) -> str:
 # -- all --------------------------------------------------------------------------------------
 
 #: What ``bench all`` runs, in order (``--quick`` makes each a smoke run).
-ALL = ("merge", "window", "strategies", "spark")
+ALL = ("merge", "window", "strategies", "spark", "keyed")
 #: Flags of ``bench all`` handed on to every benchmark it runs.
 SHARED_FLAGS = ("repeat", "seed", "quick", "no_progress")
 
@@ -146,6 +150,8 @@ BENCHES: dict[str, Bench] = {
                     _add_window_args, _run_window, _format_window),
     "strategies": strategies_bench.register(Bench),
     "spark": Bench(*spark_native.BENCH),
+    # keyed: its run also appends bench.keyed_sessions.run_sessions_bench rows when present
+    "keyed": keyed_bench.register(Bench),
     "all": Bench("every benchmark above, one after another (--quick: smoke runs)",
                  lambda parser: None, _run_all, _format_all),
 }

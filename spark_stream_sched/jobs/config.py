@@ -86,19 +86,24 @@ class QueryConfig:
     out_of_order: str = "fail"
     where: str = ""
     partition_groups: int = DEFAULT_PARTITION_GROUPS
+    #: Keyed stages per key before the window, e.g. ``["delta(value) as used"]``; with
+    #: ``window = ""`` the last one gives the result (rows, or sessions with aggregates).
+    operators: tuple[str, ...] = ()
 
     def spec(self, n_inputs: int) -> QuerySpec:
         """The query over ``n_inputs`` inputs; ConfigError naming the ``[query]`` key."""
-        window = _query_key("window", lambda: parse_duration(self.window, "value"))
+        no_window = not self.window.strip() and bool(self.operators)
+        window = 0 if no_window else _query_key(
+            "window", lambda: parse_duration(self.window, "value"))
         slide = _query_key("slide", lambda: parse_duration(self.slide, "value")) if (
-            self.slide.strip()) else window
+            self.slide.strip() and not no_window) else window
         return _query_key("", lambda: QuerySpec(
             n_inputs=n_inputs, window_ms=window, slide_ms=slide,
             aggregates=split_list(self.aggregates),
             timestamp_column=one_name("timestamp_column", self.timestamp_column),
             key_columns=split_names("key_columns", self.key_columns),
             out_of_order=self.out_of_order, where=self.where.strip() or None,
-            partition_groups=self.partition_groups))
+            partition_groups=self.partition_groups, operators=self.operators))
 
 
 def _query_key(key: str, build: Callable[[], T]) -> T:

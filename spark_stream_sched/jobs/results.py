@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from spark_stream_sched.jobs.runner import JobResult
 
-WINDOW_COLUMNS = ("window_start", "window_end")
+WINDOW_COLUMNS = ("window_start", "window_end", "session_start", "session_end")
 
 
 def count_input_rows(dirs: Sequence[Path], fmt: str) -> int:
@@ -55,22 +55,30 @@ def output_files(output: str | Path) -> list[Path]:
     return sorted(p for p in root.glob("*.parquet") if not p.name.startswith((".", "_")))
 
 
-def sort_results(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
-    """Order result rows by ``(window_end, window_start, keys)`` (DESIGN.md §2 output order)."""
+def sort_results(table: pa.Table, key_columns: Sequence[str], ts_column: str = "ts"
+                 ) -> pa.Table:
+    """Order result rows by ``(window_end, window_start, keys)`` (DESIGN.md §2 output order).
+
+    Sessions: ``(session_end, session_start, keys)``; rows of a keyed pipeline:
+    ``(ts, keys)`` (the total order's ``input, seq`` are not part of the output).
+    """
     if table.num_rows == 0:
         return table
-    keys = ["window_end", "window_start", *key_columns]
+    bounds = next((b for b in ("window", "session") if f"{b}_end" in table.column_names), None)
+    keys = ([f"{bounds}_end", f"{bounds}_start", *key_columns] if bounds else
+            [ts_column, *key_columns])
     return table.take(pc.sort_indices(table, [(k, "ascending", "at_start") for k in keys]))
 
 
-def read_output(output: str | Path, key_columns: Sequence[str]) -> pa.Table:
+def read_output(output: str | Path, key_columns: Sequence[str], ts_column: str = "ts"
+                ) -> pa.Table:
     """All committed result rows of a job, in the output order."""
     files = output_files(output)
     if not files:
         return pa.table({})
     tables = [pq.read_table(f) for f in files]
     table = pa.concat_tables(tables, promote_options="permissive")
-    return sort_results(table, key_columns)
+    return sort_results(table, key_columns, ts_column)
 
 
 def _cell(value: object, name: str) -> str:
@@ -120,9 +128,14 @@ def format_summary(result: JobResult) -> str:
 
 
 def middle_window(table: pa.Table) -> pa.Table:
-    """Rows of the window in the middle of the results (the first windows are partial)."""
+    """Rows of the window in the middle of the results (the first windows are partial).
+
+    Results without windows (sessions, rows of a pipeline): the rows from the middle on.
+    """
     if table.num_rows == 0:
         return table
+    if "window_end" not in table.column_names:
+        return table.slice(table.num_rows // 2)
     end = table.column("window_end")[table.num_rows // 2]
     return table.filter(pc.equal(table.column("window_end"), end))
 
@@ -133,7 +146,9 @@ def print_report(result: JobResult, show: int) -> None:
         print("(no result rows)")
     else:
         window = middle_window(result.results)
-        print(f"\n{window.num_rows:,} keys in one window from the middle of the run "
+        what = ("keys in one window" if "window_end" in window.column_names else
+                "rows from the middle on")
+        print(f"\n{window.num_rows:,} {what} from the middle of the run "
               f"(of {result.results.num_rows:,} result rows):")
         print(format_rows(window, show))
     print()

@@ -123,10 +123,11 @@ def input_schema(dirs: list[Path], fmt: str) -> pa.Schema:
 def _query_options(cfg: JobConfig) -> dict[str, str]:
     """The options the source and the sink share: the query itself."""
     q = cfg.query
+    window = ({"window": q.window, "slide": q.slide or q.window} if q.window.strip() else {})
     return {"timestampColumn": q.timestamp_column, "keyColumns": ",".join(q.key_columns),
-            "window": q.window, "slide": q.slide or q.window,
-            "aggregates": ", ".join(q.aggregates), "outOfOrder": q.out_of_order,
-            **({"where": q.where} if q.where.strip() else {})}
+            **window, "aggregates": ", ".join(q.aggregates), "outOfOrder": q.out_of_order,
+            **({"where": q.where} if q.where.strip() else {}),
+            **({"operators": "; ".join(q.operators)} if q.operators else {})}
 
 
 def _source_options(cfg: JobConfig, dirs: list[Path]) -> dict[str, str]:
@@ -348,6 +349,6 @@ def run_job(cfg: JobConfig, spark: Any | None = None, master: str | None = None,
             engine(session, cfg, dirs)
         batches = _spark_batches(cfg.checkpoint) - batches_before
     seconds = time.perf_counter() - started
-    results = read_output(cfg.output, list(cfg.query.key_columns))
+    results = read_output(cfg.output, list(cfg.query.key_columns), cfg.query.timestamp_column)
     return JobResult(cfg.engine, len(dirs), rows_in, results.num_rows, batches, seconds,
                      cfg.output, results, startup)

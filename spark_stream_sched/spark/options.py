@@ -40,14 +40,23 @@ stateLocation          required  directory for the runtime state (one per query,
 partitionGroups        16        number of partition groups (units of state); fixed at first start;
                                  at most 4096 (each group is one state file per version)
 numPartitions          2         Spark tasks per micro-batch; each owns a range of partition
-                                 groups and reads the batch's rows of every input
+                                 groups and reads only their rows, which the driver split
+                                 once per batch (``spark/read_once.py``)
 maxRecordsPerTrigger   500000    input rows admitted per micro-batch: the earliest rows over all
                                  inputs (by event time); ``0`` = no limit. A micro-batch costs
-                                 ~0.2-0.35 s of fixed overhead in local[2]; 500k rows take
-                                 ~1.5-2 s to process
+                                 ~0.25-0.3 s of fixed overhead in local[2]. Not set under
+                                 ``Trigger.AvailableNow``: 2,000,000 (``AVAILABLE_NOW_MAX_RECORDS``
+                                 in ``spark/source_plan.py``), since catch-up time is dominated
+                                 by the batch count
 outOfOrder             fail      ``fail`` or ``drop`` a row whose ts is below an earlier one
 where                  (none)    keep only merged rows matching this predicate before the windows,
                                  e.g. ``kind = 'reading'`` (the safe predicate language)
+operators              (none)    keyed operators per key, in order, separated by ``;``:
+                                 ``delta(value) as used; dedup(kind, within=10 seconds)``;
+                                 without ``window`` the last one gives the result: rows
+                                 (``delta``, ``lag``, ``running``, ``dedup``, ``where``, ``udf``)
+                                 or sessions (``sessionize(5 minutes)`` with ``aggregates``).
+                                 See docs/keyed.md
 endOfInput             never     when an input counts as finished, so that the last windows are
                                  flushed once all inputs have: ``never`` (a directory that keeps
                                  receiving files; open windows wait, as in Spark);
@@ -106,7 +115,11 @@ import pyarrow as pa
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import canonical_format
 from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
-from spark_stream_sched.runtime.query.names import did_you_mean, normalise_options
+from spark_stream_sched.runtime.query.names import (
+    did_you_mean,
+    normalise_options,
+    query_required,
+)
 from spark_stream_sched.runtime.query.spec import QuerySpec, SpecView, spec_from_options
 
 #: Canonical option names (documented spelling); matching is case-insensitive.
@@ -114,6 +127,7 @@ OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
     "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
+    "operators",
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 #: Required by a batch read (``spark.read``), which keeps its state in memory.
@@ -264,7 +278,8 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
     """
     reject_path(options)
     required = REQUIRED if streaming else BATCH_REQUIRED
-    opts = normalise_options(options, OPTION_NAMES, required, "ordered-agg source")
+    opts = normalise_options(options, OPTION_NAMES, query_required(required, options),
+                             "ordered-agg source")
     inputs = tuple(p.strip() for p in opts["inputs"].split(",") if p.strip())
     if not inputs:
         raise ConfigError(f"option inputs={opts['inputs']!r} names no input path")

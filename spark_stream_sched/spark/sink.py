@@ -50,6 +50,9 @@ sequenceColumn         (none)        orders equal-ts rows of one input (e.g. a p
 endOfInputColumn       (none)        boolean column; a row with ``true`` declares its input
                                      finished (the row itself is not data)
 keepVersions           10            state versions kept (older ones are pruned on commit)
+operators              (none)        keyed operators per key before the window, separated by
+                                     ``;`` (as in the source; see docs/keyed.md); without
+                                     ``window`` the last operator gives the result
 =====================  ============  ==========================================================
 
 Input contract. Spark keeps no order between the tasks of a micro-batch, so the sink orders each

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec, spec_from_options
-from spark_stream_sched.runtime.query.names import normalise_options, one_name
+from spark_stream_sched.runtime.query.names import normalise_options, one_name, query_required
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
 from spark_stream_sched.runtime.query.spec import SpecView
 from spark_stream_sched.runtime.state.atomic import atomic_write
@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 SINK_OPTION_NAMES: tuple[str, ...] = (
     "path", "inputs", "inputColumn", "timestampColumn", "keyColumns", "window", "slide",
     "aggregates", "outOfOrder", "stateLocation", "checkpointLocation", "sequenceColumn",
-    "endOfInputColumn", "keepVersions", "queryName", "where",
+    "endOfInputColumn", "keepVersions", "queryName", "where", "operators",
 )
 SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
 #: Version of the on-disk layout (commit markers and state files).
@@ -109,7 +109,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     Called on the driver. Column checks against the stream's schema happen in
     :func:`make_stream_writer`.
     """
-    opts = normalise_options(options, SINK_OPTION_NAMES, SINK_REQUIRED, "ordered-agg sink")
+    opts = normalise_options(options, SINK_OPTION_NAMES, query_required(SINK_REQUIRED, options),
+                             "ordered-agg sink")
     seq = opts.get("sequenceColumn", "").strip()
     end = opts.get("endOfInputColumn", "").strip()
     return SinkConfig(
@@ -419,7 +420,8 @@ def _window_types(out: pa.Table, query: OrderedAggregation) -> pa.Table:
 
     Integer event times stay int64 milliseconds, as in the ``ordered-agg`` source.
     """
-    ts_type = query.window.input_schema.field(query.window.ts_column).type
+    assert query.merge.schema is not None
+    ts_type = query.merge.schema.field(query.merge.ts_column).type
     return bounds_as_timestamps(out) if pa.types.is_timestamp(ts_type) else out
 
 

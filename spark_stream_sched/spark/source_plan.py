@@ -25,9 +25,8 @@ from spark_stream_sched.inputs import InputStream
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.query.batch import GroupedBatch
 from spark_stream_sched.runtime.window.aggregator import (
+    BOUND_COLUMNS,
     SPARK_TIMESTAMP,
-    WINDOW_END,
-    WINDOW_START,
     bounds_as_timestamps,
 )
 from spark_stream_sched.spark.offsets import Offset
@@ -66,11 +65,12 @@ class SourcePlan:
 
     def output_arrow_schema(self) -> pa.Schema:
         """Arrow schema of the result rows before conversion to Spark's types."""
-        schema = self.config.spec.build_window(self.input_schema).output_schema
+        schema = self.config.spec.build(self.input_schema).output_schema
         if self.ts_is_timestamp:
-            ts_type = SPARK_TIMESTAMP
-            for name in (WINDOW_START, WINDOW_END):
-                schema = schema.set(schema.get_field_index(name), pa.field(name, ts_type))
+            for name in BOUND_COLUMNS:
+                if name in schema.names:
+                    schema = schema.set(schema.get_field_index(name),
+                                        pa.field(name, SPARK_TIMESTAMP))
         return schema
 
 

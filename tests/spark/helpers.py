@@ -87,3 +87,27 @@ def run_available_now(spark: Any, opts: dict[str, str], checkpoint: str) -> list
 
 def flatten(batches: list[Any]) -> list[dict[str, Any]]:
     return [row for _, rows in sorted(batches, key=lambda b: b[0]) for row in rows]
+
+
+def kill_after_batches(driver: Any, n_batches: int, group: bool = False) -> list[str]:
+    """Read a driver's ``BATCH <id>`` lines; SIGKILL it after ``n_batches``; return the lines.
+
+    ``group`` kills the driver's whole process group (start it with ``start_new_session``):
+    Python, the JVM and Spark's Python workers. Fails if the driver ended before that.
+    """
+    import signal
+
+    assert driver.stdout is not None
+    seen: list[str] = []
+    for line in driver.stdout:
+        if line.startswith("BATCH"):
+            seen.append(line.strip())
+            if len(seen) == n_batches:
+                if group:
+                    os.killpg(driver.pid, signal.SIGKILL)
+                else:
+                    driver.send_signal(signal.SIGKILL)
+                break
+    driver.wait(timeout=120)
+    assert driver.returncode == -signal.SIGKILL, "the driver finished before it was killed"
+    return seen

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -22,6 +21,7 @@ from .helpers import (
     assert_matches_oracle,
     expected_rows,
     flatten,
+    kill_after_batches,
     run_available_now,
     source_options,
     write_inputs,
@@ -54,17 +54,7 @@ def test_sigkill_mid_run_then_restart_gives_identical_output(spark, tmp_path) ->
         json.dump(options, fh)
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "ckpt")
 
-    first = _driver(options_file, checkpoint, out)
-    assert first.stdout is not None
-    seen = []
-    for line in first.stdout:
-        if line.startswith("BATCH"):
-            seen.append(line.strip())
-            if len(seen) == 2:
-                first.send_signal(signal.SIGKILL)
-                break
-    first.wait(timeout=120)
-    assert first.returncode == -signal.SIGKILL, "the driver finished before it was killed"
+    seen = kill_after_batches(_driver(options_file, checkpoint, out), 2)
     assert seen == ["BATCH 0", "BATCH 1"]
 
     second = _driver(options_file, checkpoint, out)

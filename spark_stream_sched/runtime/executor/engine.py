@@ -12,19 +12,27 @@ applied to its whole input stream in order), for every strategy and worker count
 are cut into packets of half the L2 cache (seed 000 §4, :func:`default_packet_rows`) unless
 ``packet_rows`` is given; a list of tables is taken as the packets themselves. Learned
 statistics of one run can seed the next (``Engine(..., stats=result.stats)``).
+
+Incremental input: any other iterable of tables (e.g. a generator reading files) is a stream
+*fed while the plan runs* (:mod:`.feed`): packet ``k`` is read only when the stream's input
+queues hold fewer than ``read_ahead`` untaken packets, so the strategy, not the reader, decides
+what stays queued (seed 000 §3.1: each arriving packet creates a task). ``run(...,
+read_ahead=n)`` feeds tables and lists that way too; without it they are enqueued at once.
+:func:`.feed.run_stepped` runs the same plan single-threaded on a logical clock (deterministic).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.executor.feed import DEFAULT_READ_AHEAD, feed_incrementally
 from spark_stream_sched.runtime.executor.operators import RuntimeOperator, build_operator
 from spark_stream_sched.runtime.executor.queues import Packet
 from spark_stream_sched.runtime.executor.runner import PlanRun, publish
@@ -42,7 +50,9 @@ from spark_stream_sched.runtime.scheduler.strategies.base import Strategy
 DEFAULT_QUANTUM = 0.005
 DEFAULT_MEMORY_LIMIT = 8 * 1024 * 1024
 
-Inputs = Mapping[str, pa.Table | Sequence[pa.Table]]
+#: Stream name -> a table (cut into packets), a list of packets, or any iterable of packets
+#: (read while the plan runs).
+Inputs = Mapping[str, pa.Table | Sequence[pa.Table] | Iterable[pa.Table]]
 
 
 @dataclass
@@ -136,7 +146,7 @@ class Engine:
             out[op] = ops[op].output_schema
         return ops
 
-    def packets(self, data: pa.Table | Sequence[pa.Table]) -> list[pa.Table]:
+    def packets(self, data: pa.Table | Iterable[pa.Table]) -> list[pa.Table]:
         """Cut an input table into packets (or take a list of tables as the packets)."""
         if not isinstance(data, pa.Table):
             return list(data)
@@ -151,56 +161,81 @@ class Engine:
 
     # ------------------------------------------------------------------ running
     def run(self, inputs: Inputs, *, schedule: Mapping[str, Sequence[float]] | None = None,
-            timeout: float | None = None) -> ExecutionResult:
-        """Run the plan on ``inputs`` (stream name -> table or packets) and return the result.
+            timeout: float | None = None, read_ahead: int | None = None) -> ExecutionResult:
+        """Run the plan on ``inputs`` (stream name -> table, packets or iterable of packets).
 
         ``schedule`` gives, per stream, the arrival time (seconds after the start) of each
-        packet; the feeder waits until then (benchmarks). Without it all packets are enqueued
-        at once, streams interleaved packet by packet.
+        packet; the feeder waits until then (benchmarks). Without it, tables and lists are
+        enqueued at once, streams interleaved packet by packet. Iterables that are not
+        sequences, and every input when ``read_ahead`` is given, are fed incrementally in the
+        calling thread (streams round-robin) with at most ``read_ahead`` (default
+        :data:`~.feed.DEFAULT_READ_AHEAD`) untaken packets per stream.
 
         Raises
         ------
         ConfigError
-            Missing inputs or bad plan parameters.
+            Missing inputs, a stream without any packet, bad plan parameters, or ``schedule``
+            with incremental input.
         TimeoutError
             The run did not finish within ``timeout`` seconds.
         """
-        packets = self._input_packets(inputs)
-        operators = self.build_operators({s: p[0].schema for s, p in packets.items()})
-        stats, measured = self._statistics()
-        strategy = make_strategy(self.strategy_spec, self.strategy_params).bind(self.plan, stats)
+        missing = [s for s in self.plan.streams if s not in inputs]
+        if missing:
+            raise ConfigError(f"no input given for streams {missing}; got {sorted(inputs)}")
+        incremental = read_ahead is not None or any(
+            not isinstance(inputs[s], pa.Table | Sequence) for s in self.plan.streams)
+        if incremental and schedule is not None:
+            raise ConfigError("schedule needs tables or lists of packets, not incremental input")
+        sources = {s: self._iterate(inputs[s]) for s in self.plan.streams}
+        first = {s: next(it, None) for s, it in sources.items()}
+        _check_first(first)
         pool = self.pool or WorkerPool(self.workers)
-        metrics = PlanMetrics(self.plan.operators, strategy=strategy.name, workers=pool.n_workers)
-        roots = {op: operators[op].output_schema for op in self.plan.operators
-                 if self.plan.is_root(op)}
         start = time.perf_counter()
-        run = PlanRun(self.plan, strategy, operators, measured, metrics, Sink(roots, metrics),
-                      pool, lambda: time.perf_counter() - start, self.refresh_every)
+        run = self.start_run({s: t.schema for s, t in first.items() if t is not None}, pool,
+                             lambda: time.perf_counter() - start)
         picks_before = Counter(pool.picks)
         try:
-            self._feed(run, packets, schedule, start)
+            if incremental:
+                feed_incrementally(run, sources, first, read_ahead or DEFAULT_READ_AHEAD,
+                                   self.watermark, timeout)
+            else:
+                packets = {s: [t for t in (first[s], *sources[s]) if t is not None]
+                           for s in sources}
+                self._feed(run, packets, schedule, start)
             if not run.wait(timeout):
                 raise TimeoutError(f"the plan did not finish within {timeout} s")
         finally:
             run.close()
             if self.pool is None:
                 pool.shutdown()
+        return self.collect(run, picks_before)
+
+    def start_run(self, schemas: Mapping[str, pa.Schema], pool: WorkerPool,
+                  clock: Callable[[], float], refresh_every: int | None = None) -> PlanRun:
+        """Build operators, strategy and metrics; open a run on ``pool`` (nothing queued yet).
+
+        ``refresh_every`` overrides the engine's publication period of learned statistics.
+        """
+        operators = self.build_operators(schemas)
+        stats, measured = self._statistics()
+        strategy = make_strategy(self.strategy_spec, self.strategy_params).bind(self.plan, stats)
+        metrics = PlanMetrics(self.plan.operators, strategy=strategy.name, workers=pool.n_workers)
+        roots = {op: operators[op].output_schema for op in self.plan.operators
+                 if self.plan.is_root(op)}
+        return PlanRun(self.plan, strategy, operators, measured, metrics, Sink(roots, metrics),
+                       pool, clock, refresh_every or self.refresh_every)
+
+    def collect(self, run: PlanRun, picks_before: Counter[PickRule]) -> ExecutionResult:
+        """The result of a finished ``run``; re-raises the run's error if it failed."""
         if run.error is not None:
             raise run.error
-        publish(measured, stats, {})
-        return ExecutionResult(run.sink.tables(), metrics, measured,
-                               Counter(pool.picks) - picks_before, dict(operators))
+        publish(run.measured, run.strategy.stats, {})
+        return ExecutionResult(run.sink.tables(), run.metrics, run.measured,
+                               Counter(run.pool.picks) - picks_before, dict(run.operators))
 
-    def _input_packets(self, inputs: Inputs) -> dict[str, list[pa.Table]]:
-        missing = [s for s in self.plan.streams if s not in inputs]
-        if missing:
-            raise ConfigError(f"no input given for streams {missing}; got {sorted(inputs)}")
-        packets = {s: self.packets(inputs[s]) for s in self.plan.streams}
-        empty = [s for s, p in packets.items() if not p]
-        if empty:
-            raise ConfigError(f"streams {empty} were given no packets; give at least one "
-                              f"(possibly empty) table so that the schema is known")
-        return packets
+    def _iterate(self, data: pa.Table | Sequence[pa.Table] | Iterable[pa.Table],
+                 ) -> Iterator[pa.Table]:
+        return iter(self.packets(data) if isinstance(data, pa.Table) else data)
 
     def _feed(self, run: PlanRun, packets: Mapping[str, list[pa.Table]],
               schedule: Mapping[str, Sequence[float]] | None, start: float) -> None:
@@ -215,14 +250,22 @@ class Engine:
             if delay > 0:
                 time.sleep(delay)  # pacing arrivals in time, not synchronisation
             table = packets[stream][k]
-            run.push_input(stream, Packet(k, table, run.clock(), self._watermark(table)))
+            run.push_input(stream, Packet(k, table, run.clock(), self.watermark(table)))
         for stream in packets:
             run.close_input(stream)
 
-    def _watermark(self, table: pa.Table) -> int | None:
+    def watermark(self, table: pa.Table) -> int | None:
+        """Largest event time of an input packet (its ready bound), or None."""
         if self.ts_column not in table.column_names or table.num_rows == 0:
             return None
         return int(event_times(table, self.ts_column, "executor input").max())
+
+
+def _check_first(first: Mapping[str, pa.Table | None]) -> None:
+    empty = [s for s, t in first.items() if t is None]
+    if empty:
+        raise ConfigError(f"streams {empty} were given no packets; give at least one "
+                          f"(possibly empty) table so that the schema is known")
 
 
 def _copy(s: OperatorStats) -> OperatorStats:

@@ -11,7 +11,8 @@ non-blocking: producers never wait) and expose only the contiguous prefix
 several workers run a stateless operator at once.
 
 Accounting: ``rows``/``nbytes`` count every buffered packet (Arrow buffer bytes, the real
-memory, reorder buffer included); ``ready_work`` counts what a strategy may schedule now. An
+memory, reorder buffer included); ``ready_work`` counts what a strategy may schedule now;
+``backlog`` counts packets pushed and not yet taken (the incremental feeder's read-ahead). An
 empty packet still counts as one unit of work (it advances watermarks downstream), so a queue
 holding only empty packets is not mistaken for an idle one. Not thread-safe: the engine guards
 all queues of a request with one lock.
@@ -108,6 +109,7 @@ class PacketQueue:
         self._ready: deque[Packet] = deque()
         self._reorder: ReorderBuffer[Packet] = ReorderBuffer(f"queue {qid}")
         self.total: int | None = None
+        self.pushed = 0
         self.taken = 0
         self.rows = 0
         self.nbytes = 0
@@ -115,6 +117,7 @@ class PacketQueue:
 
     def push(self, packet: Packet) -> bool:
         """Add ``packet``; return whether new schedulable work appeared."""
+        self.pushed += 1
         self.rows += packet.rows
         self.nbytes += packet.nbytes
         if not self.ordered:
@@ -143,6 +146,11 @@ class PacketQueue:
     def close(self, total: int) -> None:
         """The producer will have pushed exactly ``total`` packets in all."""
         self.total = total
+
+    @property
+    def backlog(self) -> int:
+        """Packets pushed and not yet taken (ready or held in the reorder buffer)."""
+        return self.pushed - self.taken
 
     @property
     def drained(self) -> bool:

@@ -14,11 +14,18 @@ while work is pending and no other task of the request is queued or running queu
 Statistics (seed 001 §2.1 "learned ... during the execution period"): every processed packet
 is recorded in ``measured``; every ``refresh_every`` packets the measured cost per tuple,
 selectivity and tuple sizes are published into the statistics the strategy reads.
+
+Incremental input (seed 000 §3.1: a packet's arrival creates a task): a feeder may push input
+packets while the plan runs and wait, with :meth:`PlanRun.wait_for_room`, until a stream's
+input queues hold fewer than a read-ahead bound of untaken packets; every take from an input
+queue wakes it. ``work_done`` counts, per operator, the scheduling size of every processed
+packet (a deterministic service measure for the step driver of :mod:`.feed`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from spark_stream_sched.runtime.executor.operators import RuntimeOperator
@@ -58,6 +65,8 @@ class PlanRun:
         self.last_arrival = dict.fromkeys(operators, 0.0)
         self.finished: set[str] = set()
         self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)
+        self.work_done = dict.fromkeys(operators, 0)
         self.outstanding = 0
         self.packets = 0
         self.error: BaseException | None = None
@@ -76,6 +85,28 @@ class PlanRun:
             for op in self.plan.consumers(stream):
                 if self.queues[QueueId(stream, op)].push(packet):
                     self._submit(None)
+
+    def input_backlog(self, stream: str) -> int:
+        """Most packets of ``stream`` pushed and not yet taken by one of its consumers."""
+        return max(self.queues[QueueId(stream, op)].backlog for op in self.plan.consumers(stream))
+
+    def wait_for_room(self, stream: str, limit: int, timeout: float | None = None) -> bool:
+        """Block until ``stream`` has fewer than ``limit`` untaken packets, or the run failed.
+
+        Returns
+        -------
+        bool
+            ``False`` when ``timeout`` seconds passed first; ``True`` otherwise (also when the
+            run failed: the caller checks :attr:`error`).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.room:
+            while self.error is None and self.input_backlog(stream) >= max(1, limit):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self.room.wait(left)
+        return True
 
     def close_input(self, stream: str) -> None:
         """The stream has ended: close its queues and finish operators that are done."""
@@ -101,10 +132,11 @@ class PlanRun:
         return any(q.ready_work for q in self.queues.values())
 
     def fail(self, exc: BaseException) -> None:
-        """Record the first error and wake whoever waits for the run."""
+        """Record the first error and wake whoever waits for the run (caller holds the lock)."""
         if self.error is None:
             self.error = exc
         self.complete.set()
+        self.room.notify_all()
 
     def step(self, ctx: WorkerContext) -> None:
         """Task body: one strategy decision, run to the end of its budget."""
@@ -166,6 +198,8 @@ class PlanRun:
         packet = queue.take()
         if packet is None and op_lock is not None:
             op_lock.release()
+        if packet is not None and queue.qid.source in self._input_counts:
+            self.room.notify_all()  # the feeder may read ahead one more packet
         return None if packet is None else (queue, packet, op_lock is not None)
 
     def _over(self, decision: Decision, taken: float, start: float) -> bool:
@@ -188,6 +222,7 @@ class PlanRun:
                 self._record(op, packet, out, seconds)
                 self._emit(ctx, unit, op, out)
                 self.done[op] += 1
+                self.work_done[op] += packet.work
                 self.last_arrival[op] = max(self.last_arrival[op], packet.arrival)
                 self._maybe_finish(ctx, op)
         finally:

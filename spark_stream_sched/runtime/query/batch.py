@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import InputError
+from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
 from spark_stream_sched.runtime.merge import release_ready
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
@@ -45,6 +46,9 @@ from spark_stream_sched.runtime.window.aggregator import WINDOW_END, WINDOW_STAR
 
 log = logging.getLogger(__name__)
 
+#: Packets of a group's rows queued ahead of its window operator: the rest are fed as the plan
+#: takes them (``Engine.run(read_ahead=...)``), so the strategy decides what stays queued.
+READ_AHEAD = 4
 #: Statistics learned per (spec fingerprint, groups, strategy): seed the next batch's plan.
 _LEARNED: dict[tuple[str, tuple[int, ...], str], StatsTable] = {}
 
@@ -85,7 +89,13 @@ class GroupedBatch:
 
     @property
     def strategy(self) -> str | None:
-        """The executor's strategy, or None for the direct path."""
+        """The executor's strategy, or None for the direct path.
+
+        A query with keyed operators runs its groups on the direct path: in Spark the tasks
+        are the parallelism, and the executor's plan is one window operator per group.
+        """
+        if self.spec.operators:
+            return None
         return self.scheduler or ("fifo" if self.workers > 1 else None)
 
     def run(self, rows: pa.Table, store: GroupStore, start_bound: int | None,
@@ -169,9 +179,9 @@ class GroupedBatch:
         """Each group's window operator, one after another."""
         outputs, windows = [], {}
         for g, (snapshot, released, _) in loaded.items():
-            window = self.spec.build_window(self.input_schema, snapshot)
-            outputs.append(window.update(released, bound))
-            windows[g] = window.snapshot()
+            group = self.spec.build_group(self.input_schema, snapshot)
+            outputs.append(group.update(released, bound))
+            windows[g] = group.snapshot()
         return outputs, windows
 
     def run_on_executor(self, loaded: dict[int, tuple[bytes | None, pa.Table, pa.Table]],
@@ -200,7 +210,8 @@ class GroupedBatch:
         with borrowed_pool(self.workers) as pool:
             result = Engine(plan, strategy, ts_column=s.timestamp_column, pool=pool,
                             stats=learned).run(
-                {f"g{g}": released for g, (_, released, _) in loaded.items()})
+                {f"g{g}": released for g, (_, released, _) in loaded.items()},
+                read_ahead=READ_AHEAD)
         publish(result.stats, learned, {})  # what this batch learned seeds the next one
         windows = {}
         for g in loaded:
@@ -211,7 +222,15 @@ class GroupedBatch:
         return outputs, windows, {"executor": result.metrics.progress()}
 
     def in_output_order(self, out: pa.Table) -> pa.Table:
-        """Rows ordered by ``(window_end, window_start, keys)`` (DESIGN.md §2)."""
+        """Rows ordered by ``(window_end, window_start, keys)`` (DESIGN.md §2).
+
+        With keyed operators: the pipeline's order (sessions by end, rows in the total order
+        of the tuples that produced them), without the internal ``__input``/``__seq``.
+        """
+        if self.spec.operators:
+            pipeline = self.spec.build_group(self.input_schema)
+            assert isinstance(pipeline, Pipeline)
+            return pipeline.public(pipeline.in_order(out))
         if out.num_rows == 0:
             return out
         names = [WINDOW_END, WINDOW_START, *self.spec.key_columns]

@@ -53,12 +53,13 @@ def normalise_options(options: Mapping[str, object], names: Iterable[str],
     return out
 
 
-def split_list(text: str | Iterable[str]) -> tuple[str, ...]:
-    """Split ``"a, f(b, c) as x"`` at top-level commas (a list is taken item by item).
+def split_list(text: str | Iterable[str], sep: str = ",") -> tuple[str, ...]:
+    """Split ``"a, f(b, c) as x"`` at top-level ``sep`` (a list is taken item by item).
 
-    Items are stripped; empty items are dropped. Used for aggregates, key columns and paths.
+    Items are stripped; empty items are dropped. Used for aggregates, key columns and paths
+    (``,``) and for operators (``;``).
     """
-    items = split_top_level(text) if isinstance(text, str) else list(text)
+    items = split_top_level(text, sep) if isinstance(text, str) else list(text)
     return tuple(i.strip() for i in items if i.strip())
 
 
@@ -79,3 +80,14 @@ def one_name(option: str, text: str) -> str:
     if len(names) != 1:
         raise ConfigError(f"option {option}={text!r} must name exactly one column")
     return names[0]
+
+
+def query_required(required: Iterable[str], options: Mapping[str, object]) -> tuple[str, ...]:
+    """``required`` without ``window`` and ``aggregates`` when ``operators`` are set.
+
+    Operators may give the result themselves (rows, or sessions); whether the query then
+    needs a window or aggregates is checked by the spec, with a message saying why.
+    """
+    has_operators = any(k.lower() == "operators" and str(v).strip() for k, v in options.items())
+    optional = ("window", "aggregates") if has_operators else ()
+    return tuple(r for r in required if r not in optional)

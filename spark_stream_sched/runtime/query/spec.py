@@ -31,9 +31,12 @@ from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.aggregates import parse_aggregates
 from spark_stream_sched.runtime.durations import format_duration, parse_duration
 from spark_stream_sched.runtime.expr import parse_predicate
+from spark_stream_sched.runtime.keyed.base import operator_class
+from spark_stream_sched.runtime.keyed.pipeline import Pipeline, parse_stages
+from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.merge import OUT_OF_ORDER_POLICIES, check_policy
 from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
-from spark_stream_sched.runtime.query.ordered import OrderedAggregation
+from spark_stream_sched.runtime.query.ordered import GroupOperator, OrderedAggregation
 from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.runtime.window.spec import WindowSpec
 
@@ -48,20 +51,24 @@ OPTION_NAMES: dict[str, str] = {
     "n_inputs": "inputs", "window_ms": "window", "slide_ms": "slide", "aggregates": "aggregates",
     "timestamp_column": "timestampColumn", "key_columns": "keyColumns",
     "out_of_order": "outOfOrder", "where": "where", "partition_groups": "partitionGroups",
+    "operators": "operators",
 }
 #: Spark options read by :func:`spec_from_options` (besides the input count).
 SPEC_OPTIONS = ("timestampColumn", "keyColumns", "window", "slide", "aggregates", "outOfOrder",
-                "where", "partitionGroups")
+                "where", "partitionGroups", "operators")
 FORMAT = "ordered-agg-query"
 VERSION = 2
 
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """What one ordered window aggregation computes (picklable, immutable, validated).
+    """What one ordered query computes (picklable, immutable, validated).
 
     ``aggregates`` are kept in their canonical text (``AggSpec.text()``), so ``COUNT(*) AS n``
-    and ``count(*) as n`` are the same query.
+    and ``count(*) as n`` are the same query; so are ``operators``, the keyed stages applied
+    per key before the window (:mod:`~spark_stream_sched.runtime.keyed.pipeline`).
+    ``window_ms == 0`` means no window: the last operator gives the result (rows, or sessions
+    with ``aggregates``).
     """
 
     n_inputs: int
@@ -73,13 +80,18 @@ class QuerySpec:
     out_of_order: str = "fail"
     where: str | None = None
     partition_groups: int = DEFAULT_PARTITION_GROUPS
+    operators: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.n_inputs < 1:
             raise ConfigError(f"a query needs at least one input, got {self.n_inputs}")
-        self.window  # noqa: B018 - validates size and slide
-        canonical = tuple(a.text() for a in parse_aggregates(list(self.aggregates)))
+        canonical = tuple(a.text() for a in parse_aggregates(list(self.aggregates))) if (
+            self.aggregates) else ()
         object.__setattr__(self, "aggregates", canonical)
+        stages = parse_stages(self.operators)
+        object.__setattr__(self, "operators", tuple(s.text() for s in stages))
+        self._check_shape(stages)
+        self.window  # noqa: B018 - validates size and slide
         check_policy(self.out_of_order)
         if self.where is not None:
             parse_predicate(self.where)
@@ -87,16 +99,42 @@ class QuerySpec:
         if len(set(self.key_columns)) != len(self.key_columns):
             raise ConfigError(f"keyColumns {list(self.key_columns)} names a column twice")
 
+    def _check_shape(self, stages: list[StageSpec]) -> None:
+        """A window needs aggregates; no window needs operators that give the result."""
+        if self.window_ms:
+            if not self.aggregates:
+                raise ConfigError("a window needs at least one aggregate (option aggregates)")
+            return
+        if not stages:
+            raise ConfigError("option window is required (or operators that give the result, "
+                              "e.g. operators='sessionize(5 minutes)')")
+        closing = not operator_class(stages[-1].name).emits_rows
+        if closing and not self.aggregates:
+            raise stages[-1].fail("needs aggregates (option aggregates), e.g. 'count(*) as n'")
+        if not closing and self.aggregates:
+            raise ConfigError(f"option aggregates is set but nothing aggregates: the last "
+                              f"operator {stages[-1].text()!r} returns rows; add a window or "
+                              f"remove aggregates")
+
     @property
-    def window(self) -> WindowSpec:
-        """The sliding window (validates size and slide)."""
+    def window(self) -> WindowSpec | None:
+        """The sliding window (validates size and slide), or None without one."""
+        if self.window_ms == 0 and self.slide_ms == 0 and self.operators:
+            return None
         return WindowSpec(self.window_ms, self.slide_ms)
 
     # -- identity --------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """Every field as JSON values, in a fixed order (what the state location records)."""
-        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
+        """Every field as JSON values, in a fixed order (what the state location records).
+
+        ``operators`` is left out when empty, so queries defined before operators existed keep
+        their fingerprint.
+        """
+        fields = asdict(self)
+        if not self.operators:
+            del fields["operators"]
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in fields.items()}
 
     def fingerprint(self) -> str:
         """Stable hash of the definition: equal specs, equal fingerprints, in any process."""
@@ -119,20 +157,25 @@ class QuerySpec:
 
     def build(self, input_schema: pa.Schema, resume_state: bytes | None = None
               ) -> OrderedAggregation:
-        """The merge + filter + windows logic for ``input_schema``, resumed from a snapshot."""
+        """The merge + filter + pipeline logic for ``input_schema``, resumed from a snapshot."""
         if resume_state is not None:
             return OrderedAggregation.restore(resume_state)
-        return OrderedAggregation(self.n_inputs, self.window, list(self.key_columns),
-                                  list(self.aggregates), self.timestamp_column,
-                                  self.out_of_order, input_schema, where=self.where)
+        return OrderedAggregation.of(self.n_inputs, self.timestamp_column, self.out_of_order,
+                                     self.build_group(input_schema), input_schema, self.where)
 
-    def build_window(self, input_schema: pa.Schema, resume_state: bytes | None = None
-                     ) -> WindowAggregator:
-        """The window operator of one partition group, resumed from its snapshot."""
+    def build_group(self, input_schema: pa.Schema, resume_state: bytes | None = None
+                    ) -> GroupOperator:
+        """The per-key logic of one partition group (windows or a pipeline), resumed."""
+        if not self.operators:
+            if resume_state is not None:
+                return WindowAggregator.restore(resume_state)
+            assert self.window is not None
+            return WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
+                                    self.timestamp_column, input_schema)
         if resume_state is not None:
-            return WindowAggregator.restore(resume_state)
-        return WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
-                                self.timestamp_column, input_schema)
+            return Pipeline.restore(resume_state)
+        return Pipeline(parse_stages(self.operators), self.window, self.key_columns,
+                        self.aggregates, self.timestamp_column, input_schema)
 
 
 def check_partition_groups(n: int) -> int:
@@ -213,8 +256,11 @@ def spec_from_options(opts: Mapping[str, str], n_inputs: int) -> QuerySpec:
     ``opts`` holds any of :data:`SPEC_OPTIONS`; ``window`` and ``aggregates`` are required.
     Errors name the option and its value.
     """
-    window = _option(opts, "window", _duration)
-    slide = _option(opts, "slide", _duration) if opts.get("slide", "").strip() else window
+    operators = _option(opts, "operators", _operators, "")
+    no_window = bool(operators) and not opts.get("window", "").strip()
+    window = 0 if no_window else _option(opts, "window", _duration)
+    slide = _option(opts, "slide", _duration) if (
+        opts.get("slide", "").strip() and not no_window) else window
     if slide > window:
         raise ConfigError(f"option slide={opts['slide']!r} is longer than window="
                           f"{opts['window']!r}; windows would leave gaps")
@@ -222,12 +268,12 @@ def spec_from_options(opts: Mapping[str, str], n_inputs: int) -> QuerySpec:
                      str(DEFAULT_PARTITION_GROUPS))
     return QuerySpec(
         n_inputs=n_inputs, window_ms=window, slide_ms=slide,
-        aggregates=_option(opts, "aggregates", _aggregates),
+        aggregates=_option(opts, "aggregates", _aggregates, None if not operators else ""),
         timestamp_column=one_name("timestampColumn", opts.get("timestampColumn", "ts")),
         key_columns=split_names("keyColumns", opts.get("keyColumns", "")),
         out_of_order=_option(opts, "outOfOrder", _policy, "fail"),
         where=_option(opts, "where", _where, ""),
-        partition_groups=groups)
+        partition_groups=groups, operators=operators)
 
 
 def _duration(text: str) -> int:
@@ -235,7 +281,14 @@ def _duration(text: str) -> int:
 
 
 def _aggregates(text: str) -> tuple[str, ...]:
+    if not text.strip():  # only reached for operators; a window without aggregates is refused
+        return ()
     return tuple(a.text() for a in parse_aggregates(list(split_list(text))))
+
+
+def _operators(text: str) -> tuple[str, ...]:
+    """Stages separated by ``;`` (top level), each checked (ConfigError naming it)."""
+    return tuple(s.text() for s in parse_stages(split_list(text, ";")))
 
 
 def _where(text: str) -> str | None:

@@ -45,13 +45,21 @@ WINDOW_END = "window_end"
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
+#: Result columns holding event-time bounds in int64 ms (windows, and sessions of
+#: :mod:`spark_stream_sched.runtime.keyed.sessions`).
+BOUND_COLUMNS = (WINDOW_START, WINDOW_END, "session_start", "session_end")
+
+
 def bounds_as_timestamps(out: pa.Table) -> pa.Table:
-    """``window_start``/``window_end`` (int64 ms) as UTC microsecond timestamps (Spark's type).
+    """Window or session bounds (int64 ms) as UTC microsecond timestamps (Spark's type).
 
     The one conversion used wherever an event-time column is a timestamp (source and sink);
-    integer event times keep int64 millisecond bounds.
+    integer event times keep int64 millisecond bounds. Bounds absent from ``out`` (a pipeline
+    that returns rows) are left alone.
     """
-    for name in (WINDOW_START, WINDOW_END):
+    for name in BOUND_COLUMNS:
+        if name not in out.column_names or not pa.types.is_integer(out.schema.field(name).type):
+            continue
         micros = pc.multiply(out.column(name), 1000).cast(SPARK_TIMESTAMP)
         out = out.set_column(out.schema.get_field_index(name), name, micros)
     return out

@@ -1,0 +1,136 @@
+"""The contract of a keyed operator (seed 002 §2: a partitioned stateful operator) and its registry.
+
+A keyed operator sees the tuples of each key in the total order ``(ts, input, seq)`` and keeps
+state per key. One instance holds the state of every key of one partition group (seed 003),
+so the Spark source versions it with the group's other state, and the executor's hybrid queue
+(seed 002 §4.3) may run different keys of one instance on different workers.
+
+Contract of :meth:`KeyedOperator.update` (the same as
+:meth:`~spark_stream_sched.runtime.window.aggregator.WindowAggregator.update`):
+
+* ``rows`` hold, in the total order, every tuple of the operator's keys with ``ts < bound`` not
+  given before; they carry the ts column, the key columns, the columns the operator reads and
+  the internal ``__input`` / ``__seq`` columns (:data:`~..packets.INPUT_COL`,
+  :data:`~..packets.SEQ_COL`); other columns pass through untouched;
+* ``bound`` is the ready bound ``R`` after these rows (``None``: not known yet); bounds never
+  decrease; every later tuple has ``ts >= bound``;
+* a *row operator* (``emits_rows``) returns one row per input tuple it keeps, in input order,
+  with every input column (``__input``/``__seq`` included) followed by the columns it adds;
+  a *closing operator* (sessions) returns the groups that ``bound`` proves closed;
+* :meth:`finish` is called once at end of input and returns what is still open;
+* :meth:`snapshot` bytes come from :func:`~spark_stream_sched.runtime.state.snapshot.encode`
+  (checksummed, never pickle) and :meth:`restore` rebuilds an equal operator in any process.
+
+The result of any sequence of calls depends only on the concatenated rows and the final bound,
+never on how the rows were cut into calls (tested for every operator with Hypothesis).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, TypeVar
+
+import pyarrow as pa
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.keyed.stage import StageSpec
+
+
+class KeyedOperator(ABC):
+    """Base class of the operators a pipeline stage names (see the module docstring).
+
+    Parameters
+    ----------
+    stage
+        The parsed stage (arguments checked by the subclass; errors via ``stage.fail``).
+    input_schema
+        Schema of the rows :meth:`update` receives (``__input``/``__seq`` included).
+    key_columns
+        The query's key columns (may be empty: one key for the whole stream).
+    ts_column
+        Event-time column (int64 ms).
+    aggregates
+        The query's aggregate list in canonical text; only closing operators use it.
+    """
+
+    #: Stage name users write (``"delta"``).
+    name: ClassVar[str]
+    #: True for operators that return input rows (plus columns); False for closing operators.
+    emits_rows: ClassVar[bool] = True
+
+    def __init__(self, stage: StageSpec, input_schema: pa.Schema, key_columns: list[str],
+                 ts_column: str, aggregates: tuple[str, ...] = ()) -> None:
+        self.stage = stage
+        self.input_schema = input_schema
+        self.key_columns = list(key_columns)
+        self.ts_column = ts_column
+        self.aggregates = aggregates
+
+    @property
+    @abstractmethod
+    def output_schema(self) -> pa.Schema:
+        """Schema of every table :meth:`update` and :meth:`finish` return."""
+
+    @abstractmethod
+    def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
+        """Consume the next released rows; return the outputs they (and ``bound``) produce."""
+
+    def finish(self) -> pa.Table:
+        """End of input: return what is still open (row operators: nothing)."""
+        return self.output_schema.empty_table()
+
+    @abstractmethod
+    def snapshot(self) -> bytes:
+        """The operator's whole state as snapshot bytes (see the module docstring)."""
+
+    @classmethod
+    @abstractmethod
+    def restore(cls, data: bytes) -> KeyedOperator:
+        """Rebuild an operator from :meth:`snapshot` bytes (StateError if corrupt)."""
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of state held (for metrics and memory budgets)."""
+        return 0
+
+
+Op = TypeVar("Op", bound=type[KeyedOperator])
+_REGISTRY: dict[str, type[KeyedOperator]] = {}
+
+
+def register(cls: Op) -> Op:
+    """Class decorator: make ``cls`` buildable by its stage :attr:`~KeyedOperator.name`."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def operator_names() -> tuple[str, ...]:
+    """Names of the registered operators (after importing the built-ins)."""
+    _load_builtins()
+    return tuple(sorted(_REGISTRY))
+
+
+def operator_class(name: str) -> type[KeyedOperator]:
+    """The class registered under ``name``."""
+    _load_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"{name!r} is not an operator; operators: "
+                          f"{', '.join(sorted(_REGISTRY))}") from None
+
+
+def build_operator(stage: StageSpec, input_schema: pa.Schema, key_columns: list[str],
+                   ts_column: str, aggregates: tuple[str, ...] = ()) -> KeyedOperator:
+    """Build the operator a stage names for ``input_schema`` (ConfigError naming the stage)."""
+    return operator_class(stage.name)(stage, input_schema, key_columns, ts_column, aggregates)
+
+
+
+
+def _load_builtins() -> None:
+    """Import the modules that register the built-in operators (once; imports are cached)."""
+    import importlib
+
+    for module in ("rows", "running", "dedup", "sessions", "user", "join"):
+        importlib.import_module(f"spark_stream_sched.runtime.keyed.{module}")

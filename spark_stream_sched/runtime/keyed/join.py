@@ -1,0 +1,373 @@
+"""``join([N,] [within=<duration>])``: windowed N-way symmetric hash equi-join (seed 003 §3-§4).
+
+Joins the N inputs ``0 .. N-1`` of the merge (``N`` = the positional argument, 2 to 8, default
+2; a tuple of an input ``>= N`` is refused) on the query's key columns, ``A ⋈ B ⋈ C ...``:
+
+* a *result* combines one tuple of **every** input, all with equal keys (a null in any key column
+  never matches: such tuples are neither stored nor probed; keys compare as in
+  :func:`~spark_stream_sched.runtime.keys.key_hash`, i.e. by a 64-bit stable hash: two
+  distinct keys collide with probability about 2**-64, as in ``dedup``);
+* windowed (``within=W``), all its tuples' event times satisfy ``max ts - min ts < W``; without
+  ``within`` the inputs are joined whole (finite inputs);
+* it is emitted when its **last** tuple in the total order ``(ts, input, seq)`` arrives -- the
+  symmetric hash join: the arriving tuple probes the stored tuples of the other inputs
+  (:mod:`~spark_stream_sched.runtime.keyed.join_match`), then is stored itself;
+* results leave ordered by the position of that completing tuple, then by the partners'
+  positions, input 0's partner first (:func:`~spark_stream_sched.testing.join_reference` is the
+  batch oracle of this definition).
+
+Output columns: the completing tuple's ts, ``__input`` and ``__seq`` (so the pipeline's ordering
+holds), the key columns, then per input ``j`` every payload column (not ts, not a key, not
+internal) suffixed ``_j`` and ``<ts>_j``: ``ts, __input, __seq, k, value_0, ts_0, value_1, ts_1``.
+A tuple that completes several results gives several rows with the same ``(__input, __seq)``.
+
+**State** lives in ``n_groups`` (default 16) partition groups (seed 003 §4.1; a key's group is
+:func:`~spark_stream_sched.runtime.keys.assign_to_partition_group` of the high 32 bits of its
+hash, since the task split upstream already used the low bits), with ``P_s``, ``P_o``, ``T_u``
+(:mod:`~spark_stream_sched.runtime.keyed.join_state`, :meth:`Join.groups_stats`). Purge: once
+``ts + W <= bound`` a stored tuple can join no later tuple (every later one has ``ts >= bound``)
+and is dropped. An update loops over the partition groups it touches (at most ``n_groups``
+iterations, never one per key or tuple); inside a group, probing is NumPy over the whole packet.
+
+**Disk adaptation** (seed 003 §4.1, §4.3) under ``memory_budget`` bytes (constructor argument,
+or ``budget=64k`` in the stage): when the memory-resident state exceeds it after an update,
+groups are pushed to disk as generations in :func:`~.join_state.push_order` (idle for longer
+than ``theta_t = inactive_after`` event-time ms first, default ``W``; then largest ``P_s/P_o``)
+until at least ``push_fraction`` (30%) of the bytes went and the rest fits. A pushed generation
+stops producing results: results between it and later tuples are *missing* until the **clean-up
+stage** (§4.2) merges all generations of the group with its memory part and emits exactly
+``V' - V_1 - ... - V_k`` (Eq. 1 applied iteratively): the results over the union whose tuples do
+not all come from one epoch (generation or memory part). It runs when the group's window closes
+-- ``bound >= max ts of its generations + W``: no later tuple can join them; and every memory
+tuple arrived after the last push, so its ``ts >= max ts of the generations`` and it is purged
+only at a bound ``>= ts + W``, never before this clean-up, which runs before the purge of the
+same update -- and at :meth:`Join.finish` (unwindowed joins clean up only there).
+
+**Order with spilling.** An update returns the results probed in it, then the results of the
+groups it cleaned up; each part ordered by completing position, then partners' positions. So a
+clean-up result leaves later than it would without spilling (at the clean-up), but the multiset
+of results equals the oracle's, without duplicates, and with the same rows, cuts, bounds and
+budget the order is identical on every run, restored or not (every decision uses event time and
+Arrow byte counts, and restored memory parts are rebuilt in fresh buffers of the same size).
+
+**Snapshots** fold the spilled generations in (read back and checksum-verified): a snapshot is
+self-contained, survives the loss of the spill directory and the deletion of generation files
+by a later clean-up; :meth:`Join.restore` writes them back as generations in its own spill
+directory. The price: a snapshot is as large as the whole state, spilled part included.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from spark_stream_sched.errors import ConfigError, StateError
+from spark_stream_sched.runtime.durations import parse_duration
+from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
+from spark_stream_sched.runtime.keyed.groups import KEY
+from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, member
+from spark_stream_sched.runtime.keyed.join_state import (
+    PartitionGroup,
+    SpillStore,
+    choose_pushes,
+    fold_groups,
+    unfold_groups,
+)
+from spark_stream_sched.runtime.keyed.stage import StageSpec
+from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
+from spark_stream_sched.runtime.state.snapshot import decode, encode
+
+KIND = "keyed.join"
+#: Stored event time in ms (so memory parts need no conversion when probed or purged).
+MS = "__ms"
+MAX_INPUTS = 8
+DEFAULT_GROUPS = 16
+DEFAULT_PUSH_FRACTION = 0.3
+_USAGE = "e.g. join(3, within=10 seconds) or join(2) for finite inputs"
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_bytes(text: str, what: str = "budget") -> int:
+    """``"64k"``, ``"1.5 MiB"``, ``"0"`` -> bytes (binary units: k = 1024)."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
+    if found is None or found.group(2) not in _UNITS:
+        raise ConfigError(f"{what} {text!r} is not a size; write e.g. 0, 65536, 64k or 1.5 MiB")
+    return int(float(found.group(1)) * _UNITS[found.group(2)])
+
+
+@register
+class Join(KeyedOperator):
+    """``join([N,] [within=<duration>])`` (see the module docstring).
+
+    Parameters
+    ----------
+    stage, input_schema, key_columns, ts_column, aggregates
+        As for every :class:`~.base.KeyedOperator`.
+    memory_budget
+        Bytes of memory-resident state before groups are pushed to disk (None: never; overrides
+        a ``budget=`` stage keyword).
+    spill_dir
+        Parent of the operator's private spill directory (None: the system temp directory).
+    n_groups
+        Partition groups inside this operator (seed 003 §4.1 granularity).
+    push_fraction
+        Least fraction of the memory bytes pushed per trigger (seed 003 §4.4: 30%).
+    inactive_after
+        ``theta_t`` in event-time ms (default: the window; unwindowed: no idle rule).
+
+    Raises
+    ------
+    ConfigError
+        Naming the stage: ``N`` not an integer 2..8, a malformed ``within`` or ``budget``, another
+        keyword, an alias, a missing column, clashing output names, ``n_groups < 1`` or
+        ``push_fraction`` outside ``(0, 1]``.
+    """
+
+    name = "join"
+    emits_rows = True
+
+    def __init__(self, stage: StageSpec, input_schema: pa.Schema, key_columns: list[str],
+                 ts_column: str, aggregates: tuple[str, ...] = (), *,
+                 memory_budget: int | None = None, spill_dir: str | None = None,
+                 n_groups: int = DEFAULT_GROUPS, push_fraction: float = DEFAULT_PUSH_FRACTION,
+                 inactive_after: int | None = None) -> None:
+        super().__init__(stage, input_schema, key_columns, ts_column, aggregates)
+        self.n_inputs, self.within, budget = self._parse(stage)
+        self.memory_budget = memory_budget if memory_budget is not None else budget
+        self.spill_dir, self.n_groups, self.push_fraction = spill_dir, n_groups, push_fraction
+        self.inactive_after = inactive_after if inactive_after is not None else self.within
+        if n_groups < 1 or not 0 < push_fraction <= 1:
+            raise stage.fail(f"n_groups must be >= 1 and push_fraction in (0, 1], got "
+                             f"{n_groups} and {push_fraction}")
+        for name in (ts_column, *key_columns, INPUT_COL, SEQ_COL):
+            if name not in input_schema.names:
+                raise stage.fail(f"column {name!r} is missing; columns are {input_schema.names}")
+        hidden = {ts_column, *key_columns, INPUT_COL, SEQ_COL}
+        self.payload = [n for n in input_schema.names if n not in hidden and not n.startswith("__")]
+        self._stored = pa.schema([*input_schema, pa.field(KEY, pa.uint64()),
+                                  pa.field(MS, pa.int64())])
+        self._where = f"operator {stage.text()!r}"
+        self._output = self._output_schema()
+        self._groups = [PartitionGroup(g, self._stored.empty_table()) for g in range(n_groups)]
+        self._spill = SpillStore(spill_dir)
+        self._now: int | None = None
+        self.pushes = 0
+        self.cleanups = 0
+
+    def _parse(self, stage: StageSpec) -> tuple[int, int | None, int | None]:
+        """``(N, within ms or None, budget bytes or None)`` from the stage's arguments."""
+        unknown = sorted(k for k, _ in stage.kwargs if k not in ("within", "budget"))
+        if unknown or stage.alias or len(stage.args) > 1:
+            raise stage.fail(f"expected at most the number of inputs and the keywords 'within' "
+                             f"and 'budget', no alias; {_USAGE}")
+        text = stage.args[0].strip() if stage.args else "2"
+        if not text.isdigit() or not 2 <= int(text) <= MAX_INPUTS:
+            raise stage.fail(f"the number of inputs must be an integer 2..{MAX_INPUTS}, "
+                             f"got {text!r}; {_USAGE}")
+        try:
+            within, budget = stage.keyword("within"), stage.keyword("budget")
+            return (int(text), None if within is None else parse_duration(within, "within"),
+                    None if budget is None else parse_bytes(budget))
+        except ConfigError as exc:
+            raise stage.fail(str(exc)) from exc
+
+    def _output_schema(self) -> pa.Schema:
+        """Completing tuple's ts/__input/__seq and keys, then each input's payload and ts."""
+        field = self.input_schema.field
+        fields = [field(n) for n in (self.ts_column, INPUT_COL, SEQ_COL, *self.key_columns)]
+        for j in range(self.n_inputs):
+            fields += [field(n).with_name(f"{n}_{j}") for n in (*self.payload, self.ts_column)]
+        names = [f.name for f in fields]
+        clash = sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            raise self.stage.fail(f"output columns {clash} would appear twice; rename the "
+                                  f"input columns")
+        return pa.schema(fields)
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """See the module docstring."""
+        return self._output
+
+    # -- normal run: probe, insert, clean up, purge, push ------------------------------------
+
+    def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
+        """Results completed by ``rows``, then those of groups whose window ``bound`` closed."""
+        rows = rows.select(self.input_schema.names).cast(self.input_schema)
+        ms = event_times(rows, self.ts_column, self._where)
+        self._check_inputs(rows)
+        hashes = key_hash(rows, self.key_columns)
+        valid = np.ones(rows.num_rows, bool)
+        for name in self.key_columns:
+            valid &= np.asarray(rows.column(name).is_valid().to_numpy(zero_copy_only=False))
+        group_of = assign_to_partition_group(hashes >> np.uint64(32), self.n_groups)
+        stored = rows.append_column(KEY, pa.array(hashes, pa.uint64())).append_column(
+            MS, pa.array(ms, pa.int64()))
+        probed = []
+        for gid in np.unique(group_of[valid]):  # one iteration per partition group (<= P)
+            index = np.flatnonzero(valid & (group_of == gid))
+            probed.append(self._probe(self._groups[gid], stored.take(index), index))
+        if rows.num_rows:
+            self._now = int(ms[-1]) if self._now is None else max(self._now, int(ms[-1]))
+        cleaned = []
+        if bound is not None and self.within is not None:
+            cleaned = [self._clean_up(g) for g in self._groups if g.generations
+                       and bound >= max(x.max_ms for x in g.generations) + self.within]
+            self._purge(bound - self.within)
+        self._push()
+        return pa.concat_tables([self._ordered(probed), self._ordered(cleaned)])
+
+    def _check_inputs(self, rows: pa.Table) -> None:
+        inputs = np.asarray(rows.column(INPUT_COL).to_numpy(), np.int64)
+        bad = np.flatnonzero((inputs < 0) | (inputs >= self.n_inputs))
+        if len(bad):
+            raise self.stage.fail(
+                f"a tuple of input {inputs[bad[0]]} arrived, but this join has "
+                f"{self.n_inputs} inputs (0..{self.n_inputs - 1}); write "
+                f"join({max(int(inputs.max()) + 1, 2)}, ...) to join every input")
+
+    def _probe(self, group: PartitionGroup, packet: pa.Table,
+               index: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+        """Match ``packet`` against the group's memory part and itself, then store it.
+
+        ``index`` gives the packet's rows in the update; it is the results' sort key.
+        """
+        memory, ms = group.memory, column(packet, MS, np.int64)
+        if memory.num_rows:
+            useful = member(column(memory, KEY, np.uint64),
+                            np.unique(column(packet, KEY, np.uint64)))
+            if self.within is not None:
+                useful &= column(memory, MS, np.int64) > ms[0] - self.within
+            memory = memory.filter(pa.array(useful))
+        universe = pa.concat_tables([memory, packet]).combine_chunks()
+        found = self._match(universe, np.arange(memory.num_rows, universe.num_rows))
+        group.produced += len(found)
+        group.insert(packet, int(ms[-1]))
+        return self._results(universe, found,
+                             index[found.probe - memory.num_rows].reshape(1, -1))
+
+    def _purge(self, horizon: int) -> None:
+        """Drop memory tuples with ``ts <= horizon = bound - within`` (they join nothing later)."""
+        for group in self._groups:
+            if group.memory.num_rows:
+                group.keep(pa.array(column(group.memory, MS, np.int64) > horizon))
+
+    def _push(self) -> None:
+        """Disk adaptation (seed 003 §4.3) when the memory part exceeds the budget."""
+        if self.memory_budget is None:
+            return
+        for group in choose_pushes(self._groups, self.memory_budget, self.push_fraction,
+                                   self._now, self.inactive_after):
+            last = int(column(group.memory, MS, np.int64)[-1])
+            group.generations.append(self._spill.write(group.gid, group.memory, last))
+            group.memory = self._stored.empty_table()
+            self.pushes += 1
+
+    # -- clean-up stage (seed 003 §4.2, Eq. 1) -----------------------------------------------
+
+    def _clean_up(self, group: PartitionGroup) -> tuple[pa.Table, np.ndarray]:
+        """The group's missing results: over all its epochs, those spanning two or more."""
+        parts = [self._spill.read(g, self._stored) for g in group.generations] + [group.memory]
+        epoch = np.repeat(np.arange(len(parts)), [p.num_rows for p in parts])
+        universe = pa.concat_tables(parts).combine_chunks()
+        found = self._match(universe, np.arange(universe.num_rows))
+        mixed = np.zeros(len(found), bool)
+        for partner in found.partners:
+            mixed |= epoch[partner] != epoch[found.probe]
+        found = found.where(mixed)
+        group.produced += len(found)
+        for generation in group.generations:
+            self._spill.delete(generation)
+        group.generations = []
+        self.cleanups += 1
+        seq = column(universe, SEQ_COL, np.int64)
+        return self._results(universe, found, np.stack([
+            column(universe, MS, np.int64)[found.probe],
+            column(universe, INPUT_COL, np.int64)[found.probe], seq[found.probe],
+            *(seq[p] for p in found.partners)]))
+
+    def finish(self) -> pa.Table:
+        """End of input: clean up every group that still has generations on disk."""
+        cleaned = [self._clean_up(g) for g in self._groups if g.generations]
+        self._spill.close()
+        return self._ordered(cleaned)
+
+    # -- results ------------------------------------------------------------------------------
+
+    def _match(self, universe: pa.Table, probes: np.ndarray) -> Matches:
+        return match(column(universe, KEY, np.uint64), column(universe, INPUT_COL, np.int64),
+                     column(universe, MS, np.int64), probes, self.n_inputs, self.within)
+
+    def _results(self, universe: pa.Table, found: Matches,
+                 keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+        """Output rows of ``found``, with their sort ``keys`` (one row per key, major first)."""
+        head = universe.select([self.ts_column, INPUT_COL, SEQ_COL, *self.key_columns])
+        columns = list(head.take(found.probe).columns)
+        for partner in found.partners:
+            columns += universe.select([*self.payload, self.ts_column]).take(partner).columns
+        return pa.Table.from_arrays(columns, schema=self._output), keys
+
+    def _ordered(self, parts: list[tuple[pa.Table, np.ndarray]]) -> pa.Table:
+        """Concatenate results and sort them stably by their keys (see :meth:`_results`).
+
+        Probe results are keyed by the completing row's index in the update (each group's part
+        is already ordered by partners); clean-up results by completing position, then the
+        partners' seq (one input's positions are ordered as its seq).
+        """
+        parts = [p for p in parts if p[0].num_rows]
+        if not parts:
+            return self._output.empty_table()
+        table = pa.concat_tables([p[0] for p in parts])
+        keys = np.concatenate([p[1] for p in parts], axis=1)
+        return table.take(np.lexsort(keys[::-1])).combine_chunks()
+
+    # -- statistics, snapshots ----------------------------------------------------------------
+
+    def groups_stats(self) -> list[dict[str, int | float | None]]:
+        """``P_s``, ``P_o``, ``T_u`` and spilled rows of every partition group (seed 003 §4.3)."""
+        return [g.stats() for g in self._groups]
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of memory-resident state (the sum of ``P_s``)."""
+        return sum(g.size for g in self._groups)
+
+    def snapshot(self) -> bytes:
+        """Snapshot bytes with memory parts and spilled generations folded in."""
+        groups, tables = fold_groups(self._groups, self._spill, self._stored)
+        meta: dict[str, Any] = {
+            "args": list(self.stage.args), "kwargs": [list(kv) for kv in self.stage.kwargs],
+            "keys": self.key_columns, "ts": self.ts_column, "aggregates": list(self.aggregates),
+            "budget": self.memory_budget, "spill_dir": self.spill_dir, "n_groups": self.n_groups,
+            "fraction": self.push_fraction, "inactive_after": self.inactive_after,
+            "now": self._now, "pushes": self.pushes, "cleanups": self.cleanups,
+            "groups": groups,
+        }
+        return encode(KIND, meta, {"schema": self.input_schema.empty_table(), **tables})
+
+    @classmethod
+    def restore(cls, data: bytes) -> Join:
+        """Rebuild the operator (its generations re-spilled to a fresh directory)."""
+        meta, tables = decode(data, KIND)
+        try:
+            return cls._rebuild(meta, tables)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"snapshot of operator 'join' does not match its format ({exc}); "
+                             f"it was not written by this version") from exc
+
+    @classmethod
+    def _rebuild(cls, meta: dict[str, Any], tables: dict[str, pa.Table]) -> Join:
+        stage = StageSpec(cls.name, tuple(meta["args"]),
+                          tuple((str(k), str(v)) for k, v in meta["kwargs"]))
+        op = cls(stage, tables["schema"].schema, list(meta["keys"]), str(meta["ts"]),
+                 tuple(meta["aggregates"]), memory_budget=meta["budget"],
+                 spill_dir=meta["spill_dir"], n_groups=int(meta["n_groups"]),
+                 push_fraction=float(meta["fraction"]), inactive_after=meta["inactive_after"])
+        op._now, op.pushes, op.cleanups = meta["now"], meta["pushes"], meta["cleanups"]
+        unfold_groups(op._groups, op._spill, op._stored, meta["groups"], tables)
+        return op

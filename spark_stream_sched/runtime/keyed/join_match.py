@@ -1,0 +1,125 @@
+"""Vectorised probing of an N-way symmetric hash equi-join (seed 003 §3, §3.4).
+
+The join's tuples of one partition group are laid out as a *universe*: arrays in the total
+order ``(ts, input, seq)`` (position ``i`` of the universe is the ``i``-th tuple in that
+order). A *probe* is a tuple of the universe that completes results: in a symmetric hash join
+(seed 003 §3, reference [28]) the arriving tuple is matched against the stored tuples of every
+other input, so its partners are the tuples of the universe **before** it with the same key,
+one per other input, whose ``ts`` lie within the window.
+
+No Python loop runs per tuple or per key. The universe is sorted by ``(key, input, position)``
+(one stable argsort), so the candidate partners of probe ``p`` from input ``j`` are one
+contiguous run of that order: positions ``< p`` (the symmetric join's "stored before me") and
+``ts > ts_p - within`` (ts is non-decreasing along the total order, so both limits are
+``np.searchsorted`` in position space). The results of ``p`` are the cartesian product of its N
+runs (its own input's run is ``p`` itself); they are enumerated with mixed-radix index
+arithmetic, input 0 the most significant digit, so every probe's results come out ordered by
+the partners' positions, input 0's partner first. Only the loop over the N ``<= 8`` inputs
+remains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Results of probing: one entry per result, as universe positions.
+
+    Attributes
+    ----------
+    probe
+        Universe position of each result's completing tuple (ascending).
+    partners
+        ``partners[j]`` is the universe position of each result's tuple of input ``j``
+        (``partners[input[probe]] == probe``).
+    """
+
+    probe: np.ndarray
+    partners: list[np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.probe)
+
+    def where(self, mask: np.ndarray) -> Matches:
+        """The results where ``mask`` holds (order kept)."""
+        return Matches(self.probe[mask], [p[mask] for p in self.partners])
+
+
+def match(keys: np.ndarray, inputs: np.ndarray, ms: np.ndarray, probes: np.ndarray,
+          n_inputs: int, within: int | None) -> Matches:
+    """Every result completed by ``probes`` (see the module docstring).
+
+    Parameters
+    ----------
+    keys
+        Key hash of every universe tuple (uint64; tuples with a null key are never in it).
+    inputs
+        Input number ``0 .. n_inputs-1`` of every universe tuple.
+    ms
+        Event time in ms of every universe tuple, non-decreasing (the total order).
+    probes
+        Ascending universe positions of the completing tuples.
+    n_inputs
+        N, the number of joined inputs.
+    within
+        Window in ms: partners need ``ts_p - ts < within``; None joins without a window.
+
+    Returns
+    -------
+    Matches
+        Ordered by the probe's position, then by the partners' positions, input 0 first.
+    """
+    size = len(keys)
+    if size == 0 or len(probes) == 0:
+        return Matches(np.empty(0, np.int64), [np.empty(0, np.int64)] * n_inputs)
+    _, kid = np.unique(keys, return_inverse=True)
+    code = np.asarray(kid, np.int64).reshape(-1) * n_inputs + inputs.astype(np.int64)
+    order = np.argsort(code, kind="stable")
+    span = size + 1
+    composite = code[order] * span + order  # ascending: (key, input, position)
+    first = (np.searchsorted(ms, ms[probes] - within, "right") if within is not None
+             else np.zeros(len(probes), np.int64))
+    own = inputs[probes]
+    lows, counts = [], []
+    for j in range(n_inputs):
+        segment = (code[probes] - own + j) * span
+        lo = np.searchsorted(composite, segment + first, "left")
+        hi = np.searchsorted(composite, segment + probes, "left")
+        lows.append(lo)
+        counts.append(np.where(own == j, 1, np.maximum(hi - lo, 0)))
+    total = np.prod(np.stack(counts), axis=0)
+    return _enumerate(probes, own, order, lows, counts, total)
+
+
+def _enumerate(probes: np.ndarray, own: np.ndarray, order: np.ndarray, lows: list[np.ndarray],
+               counts: list[np.ndarray], total: np.ndarray) -> Matches:
+    """Expand each probe's box of ``prod(counts)`` results by mixed-radix digits."""
+    which = np.repeat(np.arange(len(probes)), total)
+    local = np.arange(len(which)) - np.repeat(np.cumsum(total) - total, total)
+    partners: list[np.ndarray] = [np.empty(0, np.int64)] * len(lows)
+    for j in reversed(range(len(lows))):
+        count = counts[j][which]
+        digit = local % count
+        local = local // count
+        mine = own[which] == j
+        partners[j] = np.where(mine, probes[which],
+                               order[np.where(mine, 0, lows[j][which] + digit)])
+    return Matches(probes[which], partners)
+
+
+def column(table: pa.Table, name: str, dtype: type[np.generic]) -> np.ndarray:
+    """One column of ``table`` as a NumPy array of ``dtype``."""
+    return np.asarray(table.column(name).to_numpy(), dtype)
+
+
+def member(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """Mask of ``values`` found in ``sorted_unique`` (one binary search each)."""
+    if not len(sorted_unique):
+        return np.zeros(len(values), bool)
+    pos = np.minimum(np.searchsorted(sorted_unique, values), len(sorted_unique) - 1)
+    return np.asarray(sorted_unique[pos] == values)

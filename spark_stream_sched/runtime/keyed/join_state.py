@@ -1,0 +1,246 @@
+"""State of the join: partition groups, their on-disk generations and the push policy (seed 003 §4).
+
+A :class:`PartitionGroup` (seed 003 §4.1, fig. 8b) holds the stored tuples of *every* input
+whose key falls into one partition id, so it is the unit that is pushed to disk and cleaned up.
+It records the seed's statistics (§4.3):
+
+``P_s`` (:attr:`PartitionGroup.size`)
+    bytes of its memory-resident tuples: their Arrow buffer sizes in the canonical layout
+    (:func:`arrow_bytes`), so the figure is the same after a snapshot round trip;
+``P_o`` (:attr:`PartitionGroup.produced`)
+    results it has produced (normal run and clean-up);
+``T_u`` (:attr:`PartitionGroup.last_insert`)
+    event time (ms) of its last inserted tuple -- never wall-clock, so spilling decisions and
+    therefore the output order are the same on every run.
+
+Pushing (seed 003 §4.1) writes the group's memory part as one *generation*, a checksummed Arrow
+IPC snapshot file (:func:`~spark_stream_sched.runtime.state.snapshot.write_snapshot`); the
+memory part starts empty again. Generations of a group are numbered in push order, and because
+a group's tuples arrive in the total order, generation ``t`` holds exactly the group's tuples
+that arrived between push ``t-1`` and push ``t`` (an *epoch*; the memory part is the last one).
+
+:func:`push_order` is the throughput-oriented choice of §4.3: first the groups inactive for
+longer than ``theta_t`` (event time), oldest ``T_u`` first, then the least productive (largest
+``P_s/P_o``; ``P_o = 0`` counts as infinite), ties by group id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.state.atomic import spill_error
+from spark_stream_sched.runtime.state.snapshot import read_snapshot, write_snapshot
+
+#: Snapshot kind of a generation file.
+GENERATION_KIND = "keyed.join.generation"
+
+
+@dataclass
+class Generation:
+    """One push of a group's memory part: its file, row count and largest event time."""
+
+    path: str
+    rows: int
+    max_ms: int
+
+
+def arrow_bytes(table: pa.Table) -> int:
+    """Bytes of ``table``'s Arrow buffers in the canonical layout.
+
+    Fixed-width values, offsets and string data, plus a validity bitmap where a column has
+    nulls; so the figure depends only on the values, not on how the table was built (slices,
+    padding, an all-valid bitmap or none), and it is the same after a snapshot round trip.
+    """
+    total = 0
+    for col in table.columns:
+        n, kind = len(col), col.type
+        total += (n + 7) // 8 if col.null_count else 0
+        if pa.types.is_string(kind) or pa.types.is_binary(kind):
+            total += 4 * (n + 1) + int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+            total += 8 * (n + 1) + int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        elif pa.types.is_primitive(kind):
+            total += (n * kind.bit_width + 7) // 8
+        else:  # nested and other types: as Arrow counts them
+            total += int(col.nbytes)
+    return total
+
+
+class PartitionGroup:
+    """One partition group's join state and statistics (see the module docstring)."""
+
+    def __init__(self, gid: int, memory: pa.Table, produced: int = 0,
+                 last_insert: int | None = None) -> None:
+        self.gid = gid
+        self.produced = produced
+        self.last_insert = last_insert
+        self.generations: list[Generation] = []
+        self.memory = memory
+
+    @property
+    def memory(self) -> pa.Table:
+        """The memory-resident tuples (one chunk), in the total order."""
+        return self._memory
+
+    @memory.setter
+    def memory(self, table: pa.Table) -> None:
+        self._memory = table
+        self._size = arrow_bytes(table) if table.num_rows else 0
+
+    @property
+    def size(self) -> int:
+        """``P_s``: bytes of the memory-resident tuples (:func:`arrow_bytes`)."""
+        return self._size
+
+    @property
+    def productivity(self) -> float:
+        """``P_s / P_o`` (seed 003 §4.3); large means unproductive; ``inf`` if nothing produced."""
+        return self.size / self.produced if self.produced else math.inf
+
+    def insert(self, rows: pa.Table, last_ms: int) -> None:
+        """Store ``rows`` (in the total order, after every stored tuple); ``T_u = last_ms``."""
+        if rows.num_rows:
+            self.memory = pa.concat_tables([self.memory, rows]).combine_chunks()
+            self.last_insert = last_ms
+
+    def keep(self, mask: pa.Array) -> None:
+        """Keep only the memory tuples where ``mask`` is true (order kept)."""
+        self.memory = self.memory.filter(mask).combine_chunks()
+
+    def stats(self) -> dict[str, int | float | None]:
+        """The group's statistics as plain values."""
+        return {"group": self.gid, "P_s": self.size, "P_o": self.produced,
+                "T_u": self.last_insert, "rows": self.memory.num_rows,
+                "generations": len(self.generations),
+                "spilled_rows": sum(g.rows for g in self.generations)}
+
+
+def push_order(groups: list[PartitionGroup], now: int | None,
+               inactive_after: int | None) -> list[PartitionGroup]:
+    """Groups with memory-resident tuples in the order they are pushed (seed 003 §4.3)."""
+    live = [g for g in groups if g.memory.num_rows]
+
+    def inactive(g: PartitionGroup) -> bool:
+        return (inactive_after is not None and now is not None and g.last_insert is not None
+                and now - g.last_insert > inactive_after)
+
+    idle = sorted((g for g in live if inactive(g)), key=lambda g: (g.last_insert, g.gid))
+    busy = sorted((g for g in live if not inactive(g)), key=lambda g: (-g.productivity, g.gid))
+    return idle + busy
+
+
+def choose_pushes(groups: list[PartitionGroup], budget: int, fraction: float, now: int | None,
+                  inactive_after: int | None) -> list[PartitionGroup]:
+    """Groups to push when the memory-resident bytes exceed ``budget`` (none if they fit).
+
+    In :func:`push_order`, until both at least ``fraction`` of the memory bytes are pushed (the
+    paper's push percentage, seed 003 §4.4) and the rest fits the budget.
+    """
+    total = sum(g.size for g in groups)
+    if total <= budget:
+        return []
+    chosen, pushed = [], 0
+    for group in push_order(groups, now, inactive_after):
+        if pushed >= fraction * total and total - pushed <= budget:
+            break
+        chosen.append(group)
+        pushed += group.size
+    return chosen
+
+
+class SpillStore:
+    """Generation files of one join operator, in a private directory under ``parent``.
+
+    The directory is created at the first push (``tempfile.mkdtemp`` under ``parent``, created
+    if needed, or under the system temp directory when ``parent`` is None) and removed by
+    :meth:`close`.
+    """
+
+    def __init__(self, parent: str | None) -> None:
+        self.parent = parent
+        self.directory: str | None = None
+        self.written = 0
+
+    def write(self, gid: int, table: pa.Table, max_ms: int) -> Generation:
+        """Write ``table`` as the next generation of group ``gid`` (SpillError naming the file)."""
+        if self.directory is None:
+            try:
+                if self.parent is not None:
+                    os.makedirs(self.parent, exist_ok=True)
+                self.directory = tempfile.mkdtemp(prefix="join-spill-", dir=self.parent)
+            except OSError as exc:
+                raise spill_error(self.parent or tempfile.gettempdir(), exc) from exc
+        path = os.path.join(self.directory, f"group-{gid:04d}-gen-{self.written:06d}.arrow")
+        write_snapshot(path, GENERATION_KIND, {"group": gid, "rows": table.num_rows},
+                       {"tuples": table}, sync_dir=False)
+        self.written += 1
+        return Generation(path, table.num_rows, max_ms)
+
+    def read(self, generation: Generation, schema: pa.Schema) -> pa.Table:
+        """The tuples of ``generation`` (StateError if missing, corrupt or of another schema)."""
+        advice = "the join's spill directory was changed while the query ran; restart it"
+        _, tables = read_snapshot(generation.path, GENERATION_KIND, "join generation", advice)
+        table = tables.get("tuples")
+        if table is None or not table.schema.equals(schema) or table.num_rows != generation.rows:
+            raise StateError(f"join generation {generation.path} does not hold the expected "
+                             f"tuples; {advice}")
+        return table
+
+    def delete(self, generation: Generation) -> None:
+        """Remove a generation file that clean-up has merged."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(generation.path)
+
+    def close(self) -> None:
+        """Remove the (empty) spill directory."""
+        if self.directory is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.directory)
+            self.directory = None
+
+
+def fold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Schema
+                ) -> tuple[list[Any], dict[str, pa.Table]]:
+    """Per-group snapshot metadata, and the memory parts and generations as two tables.
+
+    Generations are read back from disk (checksum verified); both tables are in group, then
+    generation order.
+    """
+    spilled = [spill.read(x, schema) for g in groups for x in g.generations]
+    meta = [[g.produced, g.last_insert, g.memory.num_rows,
+             [[x.rows, x.max_ms] for x in g.generations]] for g in groups]
+    return meta, {"memory": pa.concat_tables([schema.empty_table(), *(g.memory for g in groups)]),
+                  "spilled": pa.concat_tables([schema.empty_table(), *spilled])}
+
+
+def unfold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Schema,
+                  meta: list[Any], tables: dict[str, pa.Table]) -> None:
+    """Inverse of :func:`fold_groups`: memory parts back in memory, generations back on disk."""
+    memory, spilled, at, at_spilled = tables["memory"], tables["spilled"], 0, 0
+    if not (memory.schema.equals(schema) and spilled.schema.equals(schema)):
+        raise StateError("the join snapshot's state tables have another schema")
+    for group, (produced, last, rows, generations) in zip(groups, meta, strict=True):
+        group.produced, group.last_insert = int(produced), last
+        group.memory = fresh(memory.slice(at, rows))
+        at += rows
+        for count, max_ms in generations:
+            part = fresh(spilled.slice(at_spilled, count))
+            group.generations.append(spill.write(group.gid, part, int(max_ms)))
+            at_spilled += count
+
+
+def fresh(table: pa.Table) -> pa.Table:
+    """``table`` in freshly allocated buffers (a slice would keep the whole snapshot alive)."""
+    if not table.num_rows:
+        return table.schema.empty_table()
+    return table.take(pa.array(np.arange(table.num_rows)))

@@ -1,0 +1,119 @@
+"""Pipeline stages as users write them: ``delta(kwh) as d_kwh``, ``dedup(url, within=10 minutes)``.
+
+A query's ``operators`` option (Spark), ``operators = [...]`` list (TOML ``[query]``) or repeated
+``--op`` flags (CLI) is a sequence of stage texts, applied per key (the query's ``keyColumns``)
+to the merged rows in the total order ``(ts, input, seq)``, before the optional window
+aggregate. Grammar of one stage::
+
+    stage   := name "(" [arg ("," arg)*] ")" [ "as" alias ]
+    arg     := value | keyword "=" value        (values may be quoted with ' or ")
+    keyword := "within" | "gap" | "budget"
+
+:func:`parse_stage` checks only the syntax and the operator name; each operator checks its own
+arguments when it is built (:func:`~spark_stream_sched.runtime.keyed.base.build_operator`), so a
+wrong argument is refused at ``load()``/``start()`` naming the stage as written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.aggregates import split_top_level
+
+_STAGE = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\((.*)\)\s*"
+                    r"(?:\s[Aa][Ss]\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*))?\s*$", re.DOTALL)
+#: Keyword arguments operators take (anything else with ``=`` is a value, e.g. a predicate
+#: ``where(kind = 'alarm')``).
+KEYWORDS = ("within", "gap", "budget")
+_KEYWORD = re.compile(r"^\s*(" + "|".join(KEYWORDS) + r")\s*=(?!=)\s*(.*)$",
+                      re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One parsed stage: operator name, positional and keyword arguments, output alias.
+
+    Values are kept as text (quotes removed); operators parse them (durations, columns,
+    aggregates). :meth:`text` is the canonical form recorded in the query definition, so
+    ``DELTA( kwh )`` and ``delta(kwh)`` are the same query.
+    """
+
+    name: str
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+    alias: str | None = None
+
+    def text(self) -> str:
+        """Canonical text of the stage."""
+        parts = [_quoted(a) for a in self.args] + [f"{k}={_quoted(v)}" for k, v in self.kwargs]
+        alias = f" as {self.alias}" if self.alias else ""
+        return f"{self.name}({', '.join(parts)}){alias}"
+
+    def keyword(self, name: str, default: str | None = None) -> str | None:
+        """Value of keyword argument ``name`` (or ``default``)."""
+        return dict(self.kwargs).get(name, default)
+
+    def fail(self, message: str) -> ConfigError:
+        """A ConfigError naming this stage as written."""
+        return ConfigError(f"operator {self.text()!r}: {message}")
+
+
+def parse_stage(text: str) -> StageSpec:
+    """Parse one stage text (syntax only; see the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        Malformed text or an operator name that is not registered, with a suggestion.
+    """
+    from spark_stream_sched.runtime.keyed.base import operator_names
+    from spark_stream_sched.runtime.query.names import did_you_mean
+
+    match = _STAGE.match(text)
+    if match is None:
+        raise ConfigError(f"operator {text!r} is not of the form name(arguments) [as alias], "
+                          f"e.g. 'delta(kwh) as d_kwh'")
+    name, body, alias = match.group(1).lower(), match.group(2), match.group(3)
+    if name not in operator_names():
+        raise ConfigError(f"operator {text!r}: {name!r} is not an operator"
+                          f"{did_you_mean(name, operator_names())} Operators: "
+                          f"{', '.join(operator_names())}")
+    args: list[str] = []
+    kwargs: list[tuple[str, str]] = []
+    stripped = body.strip()
+    if re.search(r",\s*,", stripped) or stripped.startswith(",") or stripped.endswith(","):
+        raise ConfigError(f"operator {text!r} has an empty argument")
+    for part in split_top_level(body):
+        keyword = _KEYWORD.match(part)
+        if keyword is not None and not part.strip().startswith(("'", '"')):
+            if any(k == keyword.group(1) for k, _ in kwargs):
+                raise ConfigError(f"operator {text!r} sets {keyword.group(1)!r} twice")
+            kwargs.append((keyword.group(1).lower(), _unquoted(keyword.group(2))))
+        elif kwargs:
+            raise ConfigError(f"operator {text!r}: positional argument {part.strip()!r} "
+                              f"after a keyword argument")
+        else:
+            args.append(_unquoted(part))
+    return StageSpec(name, tuple(args), tuple(kwargs), alias.strip("`") if alias else None)
+
+
+def _unquoted(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _quoted(value: str) -> str:
+    """A value as it must be written back so that it parses to the same value.
+
+    Quoted only when it would not parse back alone: a top-level comma, a leading keyword,
+    surrounding quotes or spaces, or nothing at all.
+    """
+    plain = (value and value == value.strip() and len(split_top_level(value)) == 1
+             and not _KEYWORD.match(value) and _unquoted(value) == value)
+    if plain:
+        return value
+    return "'" + value + "'" if "'" not in value else '"' + value + '"'

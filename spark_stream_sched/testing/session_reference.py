@@ -1,0 +1,57 @@
+"""The obviously-correct session oracle: sort by the total order, one tuple at a time.
+
+Plain Python over row dicts, written for clarity, not speed. It restates the semantics of
+:mod:`spark_stream_sched.runtime.keyed.sessions` (Spark's ``session_window`` with a static gap,
+seed 002 Table 1, TPCx-BB Q2/Q4: a tuple at most ``gap`` after the last tuple of its key's
+session joins it, as Spark merges touching event windows) and shares only the parsers and
+:func:`~.reference.fold` with the runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from spark_stream_sched.runtime.aggregates import parse_aggregates
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+from spark_stream_sched.testing.reference import fold
+
+
+def _ascending(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sort key for key tuples: ascending, nulls first (Spark's ascending order)."""
+    return tuple((0,) if v is None else (1, v) for v in key)
+
+
+def reference_sessions(rows: pa.Table, keys: list[str], gap_ms: int,
+                       aggregates: list[str] | tuple[str, ...], ts: str = "ts"
+                       ) -> list[dict[str, Any]]:
+    """Expected output rows of ``sessionize(gap)`` over ``rows`` (all of them, input finished).
+
+    ``rows`` carry ``ts`` (int64 ms), the key columns, the aggregated columns and the
+    ``__input``/``__seq`` identity columns; their order does not matter (they are sorted here).
+    """
+    specs = parse_aggregates(list(aggregates)) if aggregates else []
+    ordered = sorted(rows.to_pylist(), key=lambda r: (r[ts], r[INPUT_COL], r[SEQ_COL]))
+    open_sessions: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    sessions: list[tuple[tuple[Any, ...], list[dict[str, Any]]]] = []
+    for row in ordered:
+        key = tuple(row[c] for c in keys)
+        current = open_sessions.get(key)
+        if current is not None and row[ts] <= current[-1][ts] + gap_ms:
+            current.append(row)
+            continue
+        if current is not None:
+            sessions.append((key, current))
+        open_sessions[key] = [row]
+    sessions.extend(open_sessions.items())
+    out = []
+    for key, members in sessions:
+        result: dict[str, Any] = {"session_start": members[0][ts],
+                                  "session_end": members[-1][ts] + gap_ms}
+        result.update(zip(keys, key, strict=True))
+        for spec in specs:
+            result[spec.alias] = fold(spec, members, rows.schema)
+        out.append(result)
+    return sorted(out, key=lambda r: (r["session_end"], r["session_start"],
+                                      _ascending(tuple(r[c] for c in keys))))

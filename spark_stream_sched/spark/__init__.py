@@ -1,15 +1,28 @@
 """Spark adapter: the only package that imports pyspark (options, offsets, source, sink).
 
-Importing this package does not import pyspark; :func:`session`, :func:`register` and
-``spark.source`` do.
+Importing this package does not import pyspark; :func:`session`, :func:`register`,
+``spark.source`` and the transformation (``ordered``, ``configure``, imported on first use from
+:mod:`~spark_stream_sched.spark.transform`) do.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+#: Names served lazily from :mod:`spark_stream_sched.spark.transform`.
+_TRANSFORM = ("ordered", "configure")
+
+
+def __getattr__(name: str) -> Any:
+    """``ordered`` and ``configure`` (the streaming transformation), imported on first use."""
+    if name in _TRANSFORM:
+        from spark_stream_sched.spark import transform
+
+        return getattr(transform, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def session(master: str | None = "local[*]", app_name: str = "spark-stream-sched",

@@ -1,0 +1,298 @@
+"""Ordered windows as a streaming DataFrame transformation, run in Spark's own stateful operator.
+
+``ordered([df0, df1], sequence="offset", keys=["meter"]).window("10 s").agg("count(*) as n")``
+is a streaming DataFrame for any sink (docs/transform.md). The inputs are tagged with their id,
+watermarked, unioned, given a partition-group column (the runtime's stable key hash) and grouped
+by it into ``transformWithStateInPandas`` with
+:class:`~spark_stream_sched.spark.transform_processor.OrderedProcessor`, state in RocksDB.
+
+Why Spark's watermark carries the ready bound exactly
+-----------------------------------------------------
+Input ``j`` is watermarked on its event time with a delay of **1 ms**, and the query's global
+watermark takes the minimum over inputs (``multipleWatermarkPolicy=min``). Spark computes the
+watermark a batch runs with from the rows of *earlier* batches and holds 0 for an input that has
+sent nothing, so in batch ``N`` the operator sees ``W = min_j latest_j - 1`` over batches ``< N``
+(or 0), i.e. ``R = W + 1`` (:func:`~.transform_processor.ready_bound_from_watermark`). Then:
+
+* *no row is released early*: a row is released only when ``ts < R``; ``R`` is the ready bound of
+  the rows seen so far, and every later row of input ``j`` has ``ts >= latest_j >= R``
+  (inputs are ordered by ``ts``), so nothing can still arrive before a released row;
+* *nothing on time is dropped*: Spark drops a row as late when ``ts <= W`` of a batch; a row of
+  input ``j`` that arrives in batch ``N`` has ``ts >= latest_j >= R = W + 1 > W``. The 1 ms delay
+  is what makes ties at ``R`` (which the contract says are on time) survive Spark's ``<=``;
+* *nothing waits forever*: a group holding rows or open windows keeps an event-time timer at
+  ``W + 1``; Spark runs another (possibly empty) batch whenever the watermark rises, and the
+  timer fires in it.
+
+The bound lags by one batch (Spark's watermark comes from earlier batches); that delays output,
+never changes it. End of input: a row whose ``end_of_input`` column is true declares its input
+finished (its watermark becomes 9999-12-31, the largest event time); when every input has
+finished, everything is released and every window is emitted.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.keyed.pipeline import Pipeline
+from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+from spark_stream_sched.runtime.packets import EVENT_TIME_MAX
+from spark_stream_sched.runtime.query.spec import (
+    DEFAULT_PARTITION_GROUPS,
+    QuerySpec,
+    spec_from_options,
+)
+from spark_stream_sched.runtime.window.aggregator import BOUND_COLUMNS, SPARK_TIMESTAMP
+from spark_stream_sched.spark.transform_processor import OrderedProcessor, WireColumn, wire_struct
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_PROVIDER_CONF, _POLICY_CONF = ("spark.sql.streaming.stateStore.providerClass",
+                                 "spark.sql.streaming.multipleWatermarkPolicy")
+#: Internal columns (Spark renames names starting with ``__`` in the pandas frames).
+INPUT, END, GROUP, WATERMARK = "_sss_input", "_sss_end", "_sss_group", "_sss_watermark"
+#: Delay of every input's watermark: 1 ms, so that ``R = W + 1`` (module doc).
+WATERMARK_DELAY = "1 millisecond"
+
+
+def configure(spark: SparkSession) -> None:
+    """Set the two session settings :meth:`WindowedStreams.agg` requires (called on the driver).
+
+    ``transformWithStateInPandas`` needs the RocksDB state store; the ready bound needs the
+    minimum over the inputs' watermarks (Spark's default, set explicitly). Both apply to
+    queries started afterwards.
+    """
+    spark.conf.set(_PROVIDER_CONF, ROCKSDB_PROVIDER)
+    spark.conf.set(_POLICY_CONF, "min")
+
+
+def ordered(inputs: Sequence[DataFrame], *, sequence: str, timestamp: str = "ts",
+            keys: Sequence[str] = (), end_of_input: str | None = None,
+            out_of_order: str = "fail",
+            partition_groups: int = DEFAULT_PARTITION_GROUPS) -> OrderedStreams:
+    """N streaming DataFrames merged in the total order ``(ts, input, seq)`` (DESIGN.md §2).
+
+    Parameters
+    ----------
+    inputs:
+        Streaming DataFrames with one schema; input ``j`` is ``inputs[j]``, each sorted by
+        ``timestamp`` (non-decreasing).
+    sequence:
+        Column whose ascending order is the input's order (a Kafka offset, a file position
+        such as ``file_name#row_index``): it orders rows of one input with equal timestamps.
+    timestamp:
+        Event-time column: long (ms since the epoch) or timestamp.
+    keys:
+        Key columns; each key's rows go to one partition group (stable hash).
+    end_of_input:
+        Optional boolean column: a row with ``true`` declares its input finished (the row
+        itself is not data). Without it, the last windows stay open, as Spark's own windows.
+    out_of_order:
+        ``fail`` or ``drop`` for rows below the ready bound a group already released.
+    partition_groups:
+        Number of groups: the keys of Spark's state store and of the operator's calls.
+
+    Notes
+    -----
+    Called on the driver; defines, runs nothing.
+    """
+    return OrderedStreams(tuple(inputs), sequence, timestamp, tuple(keys), end_of_input,
+                          out_of_order, partition_groups)
+
+
+@dataclass(frozen=True, eq=False)
+class OrderedStreams:
+    """Ordered inputs, optionally through keyed operators (see :func:`ordered`).
+
+    Each method only defines; the result DataFrame is built (and validated) on the driver.
+    """
+
+    inputs: tuple[DataFrame, ...]
+    sequence: str
+    timestamp: str
+    keys: tuple[str, ...]
+    end_of_input: str | None
+    out_of_order: str
+    partition_groups: int
+    stages: tuple[str, ...] = ()
+
+    def operators(self, *stages: str) -> OrderedStreams:
+        """Keyed operators per key in the total order, e.g. ``"delta(value) as change"``.
+
+        Stages as in docs/keyed.md; they need an integer ``sequence`` column.
+        """
+        return replace(self, stages=self.stages + stages)
+
+    def window(self, size: str, slide: str | None = None) -> WindowedStreams:
+        """Epoch-aligned sliding windows (tumbling when ``slide`` is None), e.g. ``"10 s"``."""
+        return WindowedStreams(self, size, slide or size)
+
+    def agg(self, *aggregates: str) -> DataFrame:
+        """One row per closed session after a closing operator such as ``sessionize(gap)``."""
+        return _build(self, self.spec(aggregates))
+
+    def rows(self) -> DataFrame:
+        """The rows a row operator last (``delta``, ``dedup``, ...) returns, once released."""
+        return _build(self, self.spec(()))
+
+    def spec(self, aggregates: Sequence[str], window: tuple[str, str] | None = None
+             ) -> QuerySpec:
+        """The runtime query (validated; ConfigError names the argument)."""
+        opts = {"aggregates": ", ".join(aggregates), "timestampColumn": self.timestamp,
+                "keyColumns": ",".join(self.keys), "outOfOrder": self.out_of_order,
+                "partitionGroups": str(self.partition_groups), "operators": "; ".join(
+                    self.stages)}
+        if window is not None:
+            opts |= {"window": window[0], "slide": window[1]}
+        return spec_from_options(opts, len(self.inputs))
+
+
+@dataclass(frozen=True, eq=False)
+class WindowedStreams:
+    """Windowed ordered inputs; :meth:`agg` gives the result DataFrame."""
+
+    streams: OrderedStreams
+    size: str
+    slide: str
+
+    def agg(self, *aggregates: str) -> DataFrame:
+        """One row per (window, key) with data, once the window closed (called on the driver).
+
+        Columns: ``window_start``, ``window_end`` (timestamps when the event time is one, else
+        long ms), the keys, then the aggregates (DESIGN.md §2 language, e.g. ``"count(*) as n"``,
+        ``"first_where(v, kind = 'alarm') as a"``). Rows of one micro-batch are spread over the
+        shuffle partitions; sort by ``(window_end, window_start, keys)`` in the sink if order
+        matters.
+        """
+        if not aggregates:
+            raise ConfigError("agg() needs at least one aggregate, e.g. agg('count(*) as n')")
+        return _build(self.streams, self.streams.spec(aggregates, (self.size, self.slide)))
+
+
+def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
+    """Tag, watermark, union, group and transform (see module doc)."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    payload = _check_inputs(s)
+    _check_session(s.inputs[0].sparkSession)
+    arrow_in = to_arrow_schema(payload, timezone="UTC")
+    wire_in = [WireColumn(f.name, f.type) for f in arrow_in]
+    ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
+    arrow_out = _output_schema(spec, arrow_in, ts_is_timestamp)
+    wire_out = [WireColumn(f.name, f.type) for f in arrow_out]
+    tagged = [_tagged(df, j, s, ts_is_timestamp) for j, df in enumerate(s.inputs)]
+    merged = functools.reduce(lambda a, b: a.unionByName(b), tagged)
+    end = F.lit(False) if s.end_of_input is None else F.coalesce(F.col(s.end_of_input),
+                                                                  F.lit(False))
+    merged = merged.withColumn(GROUP, _group_column(s.keys, s.partition_groups))
+    # End-of-input rows go to the processor, which drops them: a filter here would be pushed
+    # below the watermark and hide them from it.
+    rows = merged.select(*[c.to_wire() for c in wire_in], F.col(INPUT), end.alias(END),
+                         F.col(GROUP))
+    processor = OrderedProcessor(spec, wire_in, wire_out, s.sequence, ts_is_timestamp)
+    out = rows.groupBy(GROUP).transformWithStateInPandas(
+        processor, wire_struct(wire_out), "Append", "EventTime")
+    return out.select(*[c.from_wire() for c in wire_out])
+
+
+def _check_inputs(s: OrderedStreams) -> Any:
+    """The payload schema (Spark StructType) after checking inputs and named columns."""
+    from pyspark.sql import types as T  # noqa: N812
+
+    if not s.inputs:
+        raise ConfigError("ordered() needs at least one input DataFrame")
+    schema = s.inputs[0].schema
+    for j, df in enumerate(s.inputs):
+        if not df.isStreaming:
+            raise ConfigError(f"input {j} is not a streaming DataFrame; use spark.readStream")
+        if df.schema.simpleString() != schema.simpleString():
+            raise ConfigError(f"input {j} has schema {df.schema.simpleString()}, input 0 has "
+                              f"{schema.simpleString()}; every input needs the same columns")
+    _check_columns(s, {f.name: f.dataType for f in schema.fields})
+    return T.StructType([f for f in schema.fields if f.name != s.end_of_input])
+
+
+def _check_columns(s: OrderedStreams, types: dict[str, Any]) -> None:
+    """The named columns exist and have usable types; no reserved names (ConfigError)."""
+    from pyspark.sql import types as T  # noqa: N812
+
+    for what, name in [("timestamp", s.timestamp), ("sequence", s.sequence),
+                       *[("keys", k) for k in s.keys],
+                       *([("end_of_input", s.end_of_input)] if s.end_of_input else [])]:
+        if name not in types:
+            raise ConfigError(f"{what} column {name!r} not found; columns are {list(types)}")
+    if not isinstance(types[s.timestamp], T.LongType | T.TimestampType):
+        raise ConfigError(f"timestamp column {s.timestamp!r} is {types[s.timestamp]}; use a "
+                          f"long (ms since the epoch) or a timestamp")
+    if s.stages and not isinstance(types[s.sequence], T.IntegralType):
+        raise ConfigError(f"sequence column {s.sequence!r} is {types[s.sequence]}; keyed "
+                          f"operators need an integer position (e.g. a Kafka offset)")
+    if s.end_of_input and not isinstance(types[s.end_of_input], T.BooleanType):
+        raise ConfigError(f"end_of_input column {s.end_of_input!r} must be boolean")
+    ntz = [n for n, t in types.items() if isinstance(t, T.TimestampNTZType)]
+    if ntz:
+        raise ConfigError(f"columns {ntz} are timestamp_ntz; cast them to timestamp (UTC)")
+    clash = {INPUT, END, GROUP, WATERMARK} & set(types)
+    if clash:
+        raise ConfigError(f"column names {sorted(clash)} are reserved by ordered()")
+
+
+def _check_session(spark: SparkSession) -> None:
+    """RocksDB and the min watermark policy must be set (ConfigError saying how)."""
+    provider = spark.conf.get(_PROVIDER_CONF, None) or ""
+    policy = (spark.conf.get(_POLICY_CONF, None) or "min").lower()
+    if provider != ROCKSDB_PROVIDER or policy != "min":
+        raise ConfigError(
+            f"ordered() runs in transformWithStateInPandas, which needs {_PROVIDER_CONF}="
+            f"{ROCKSDB_PROVIDER} (now {provider or 'unset'}), and the ready bound needs "
+            f"{_POLICY_CONF}=min (now {policy}); call "
+            f"spark_stream_sched.spark.transform.configure(spark) before defining the query")
+
+
+def _output_schema(spec: QuerySpec, arrow_in: pa.Schema, ts_is_timestamp: bool) -> pa.Schema:
+    """The result's Arrow schema (window bounds as timestamps when the event time is one)."""
+    group = spec.build_group(arrow_in)
+    schema: pa.Schema = group.public_schema if isinstance(group, Pipeline) else (
+        group.output_schema)
+    if ts_is_timestamp:
+        for name in BOUND_COLUMNS:
+            if name in schema.names:
+                schema = schema.set(schema.get_field_index(name), pa.field(name, SPARK_TIMESTAMP))
+    return schema
+
+
+def _tagged(df: DataFrame, j: int, s: OrderedStreams, ts_is_timestamp: bool) -> DataFrame:
+    """Input ``j`` with its id and its watermark (end-of-input rows: the largest event time)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    ts = F.col(s.timestamp) if ts_is_timestamp else F.timestamp_millis(F.col(s.timestamp))
+    if s.end_of_input is not None:
+        ts = F.when(F.coalesce(F.col(s.end_of_input), F.lit(False)),
+                    F.timestamp_millis(F.lit(EVENT_TIME_MAX))).otherwise(ts)
+    return (df.withColumn(WATERMARK, ts).withWatermark(WATERMARK, WATERMARK_DELAY)
+            .withColumn(INPUT, F.lit(j).cast("int")))
+
+
+def _group_column(keys: tuple[str, ...], n_groups: int) -> Column:
+    """Partition group of each row's key: the runtime's stable hash, in an Arrow UDF."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.pandas.functions import arrow_udf
+
+    if not keys:
+        return F.lit(0).cast("int")
+
+    def assign(*columns: pa.Array) -> pa.Array:
+        table = pa.Table.from_arrays(list(columns), names=list(keys))
+        return pa.array(assign_to_partition_group(key_hash(table, list(keys)), n_groups))
+
+    udf = arrow_udf(assign, "int")  # type: ignore[call-overload]  # scalar by its type hints
+    return udf(*[F.col(k) for k in keys])  # type: ignore[no-any-return]

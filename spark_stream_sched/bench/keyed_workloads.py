@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 
@@ -88,13 +89,13 @@ class CostedCount(KeyedOperator):
                 sum(j * i for j in range(150))
 
     def snapshot(self) -> bytes:
-        """Not a real snapshot (bench operator)."""
-        return self.counts.tobytes()
+        """Refused: a bench operator is never checkpointed (StateError)."""
+        raise StateError(f"{self.name} is a bench operator: its state is not checkpointed")
 
     @classmethod
     def restore(cls, data: bytes) -> KeyedOperator:
-        """Not supported (bench operator)."""
-        raise NotImplementedError("bench operator")
+        """Refused: a bench operator is never checkpointed (StateError)."""
+        raise StateError(f"{cls.name} is a bench operator: its state is not checkpointed")
 
 
 class WaitCount(CostedCount):
@@ -239,13 +240,13 @@ class SessionPairs(KeyedOperator):
         return rows.append_column("new_pairs", pa.array(pairs, pa.int64()))
 
     def snapshot(self) -> bytes:
-        """Not a real snapshot (bench operator)."""
-        return repr(sorted(self.open)).encode()
+        """Refused: a bench operator is never checkpointed (StateError)."""
+        raise StateError(f"{self.name} is a bench operator: its state is not checkpointed")
 
     @classmethod
     def restore(cls, data: bytes) -> KeyedOperator:
-        """Not supported (bench operator)."""
-        raise NotImplementedError("bench operator")
+        """Refused: a bench operator is never checkpointed (StateError)."""
+        raise StateError(f"{cls.name} is a bench operator: its state is not checkpointed")
 
 
 def clickstream(rows: int, seed: int) -> pa.Table:

@@ -40,14 +40,11 @@ stateLocation          required  directory for the runtime state (one per query,
 partitionGroups        16        number of partition groups (units of state); fixed at first start;
                                  at most 4096 (each group is one state file per version)
 numPartitions          2         Spark tasks per micro-batch; each owns a range of partition
-                                 groups and reads only their rows, which the driver split
-                                 once per batch (``spark/read_once.py``)
+                                 groups and reads the batch's rows of every input
 maxRecordsPerTrigger   500000    input rows admitted per micro-batch: the earliest rows over all
                                  inputs (by event time); ``0`` = no limit. A micro-batch costs
-                                 ~0.25-0.3 s of fixed overhead in local[2]. Not set under
-                                 ``Trigger.AvailableNow``: 2,000,000 (``AVAILABLE_NOW_MAX_RECORDS``
-                                 in ``spark/source_plan.py``), since catch-up time is dominated
-                                 by the batch count
+                                 ~0.2-0.35 s of fixed overhead in local[2]; 500k rows take
+                                 ~1.5-2 s to process
 outOfOrder             fail      ``fail`` or ``drop`` a row whose ts is below an earlier one
 where                  (none)    keep only merged rows matching this predicate before the windows,
                                  e.g. ``kind = 'reading'`` (the safe predicate language)

@@ -52,7 +52,7 @@ from spark_stream_sched.runtime.packets import (
     iter_packets,
     row_bytes,
 )
-from spark_stream_sched.runtime.query import QuerySpec
+from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec
 from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
 
 T = TypeVar("T")
@@ -162,20 +162,7 @@ def run(args: argparse.Namespace) -> int:
     query = spec.build(schema)
     rows = default_packet_rows(row_bytes(schema))
     streams = [iter(iter_packets(t.cast(schema), rows)) for t in inputs]
-    results: list[pa.Table] = []
-    live = set(range(len(inputs)))
-    while live:
-        for i in sorted(live):
-            packet = next(streams[i], None)
-            if packet is None:
-                query.finish(i)
-                live.discard(i)
-                continue
-            try:
-                query.push(i, packet)
-            except OutOfOrderError as exc:
-                raise InputError(f"{args.input[i]}: {exc}") from exc
-        results.append(query.poll())
+    results = [query.poll() for _ in _rounds(streams, query, args.input)]
     out = pa.concat_tables([query.output_schema.empty_table(), *results])
     _write(out, args.out)
     _summary(sum(t.num_rows for t in inputs), len(inputs), out, args.out, started,
@@ -334,19 +321,8 @@ def _bounded_packets(args: argparse.Namespace, schema: pa.Schema, merge: SMerge,
     rows = default_packet_rows(row_bytes(merge.output_schema()))
     readers = [_file_chunks(str(p), i, args.format, schema, args.timestamp)
                for i, p in enumerate(args.input)]
-    live, emitted, previous = list(range(len(readers))), False, None
-    while live:
-        for i in list(live):
-            chunk = next(readers[i], None)
-            if chunk is None:
-                merge.finish(i)
-                live.remove(i)
-                continue
-            counts[i] += chunk.num_rows
-            try:
-                merge.push(i, chunk)
-            except OutOfOrderError as exc:
-                raise InputError(f"{args.input[i]}: {exc}") from exc
+    emitted, previous = False, None
+    for _ in _rounds(readers, merge, args.input, counts):
         ready = merge.pop_ready()
         bound = None if merge.all_finished else merge.ready_bound
         for lo in range(0, ready.num_rows, rows):
@@ -355,6 +331,30 @@ def _bounded_packets(args: argparse.Namespace, schema: pa.Schema, merge: SMerge,
         previous = bound if bound is not None else previous
     if not emitted:
         yield merge.output_schema().empty_table(), None
+
+
+def _rounds(sources: list[Iterator[pa.Table]], target: SMerge | OrderedAggregation,
+            names: list[str], counts: list[int] | None = None) -> Iterator[None]:
+    """Push the next packet of every live input into ``target``, round-robin; yield per round.
+
+    An exhausted input is finished; ``counts`` (if given) adds up the rows pushed per input;
+    an out-of-order row is an InputError naming the input as given (``names``).
+    """
+    live = list(range(len(sources)))
+    while live:
+        for i in list(live):
+            packet = next(sources[i], None)
+            if packet is None:
+                target.finish(i)
+                live.remove(i)
+                continue
+            if counts is not None:
+                counts[i] += packet.num_rows
+            try:
+                target.push(i, packet)
+            except OutOfOrderError as exc:
+                raise InputError(f"{names[i]}: {exc}") from exc
+        yield
 
 
 def _file_chunks(path: str, index: int, fmt: str, schema: pa.Schema,

@@ -57,6 +57,34 @@ def with_internal_columns(schema: pa.Schema) -> pa.Schema:
     return schema
 
 
+def result_order(operators: Sequence[str], has_window: bool, key_columns: Sequence[str],
+                 ts_column: str) -> list[str]:
+    """Columns whose ascending order is a query's result order across partition groups.
+
+    Windows: ``(window_end, window_start, keys)`` (also without operators); sessions
+    ``(session_end, session_start, keys)``; rows: the total order of the tuples that produced
+    them. Derived from the definition alone: nothing is built.
+    """
+    if has_window or not operators:
+        return [WINDOW_END, WINDOW_START, *key_columns]
+    if not operator_class(parse_stage(operators[-1]).name).emits_rows:
+        return [SESSION_END, SESSION_START, *key_columns]
+    return [ts_column, INPUT_COL, SEQ_COL]
+
+
+def sort_ascending(out: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``out`` sorted by ``columns`` ascending, nulls first (stable)."""
+    if out.num_rows < 2:
+        return out
+    keys = [(n, "ascending", "at_start") for n in columns]
+    return out.take(pc.sort_indices(out, sort_keys=keys))
+
+
+def without_internal_columns(out: pa.Table) -> pa.Table:
+    """``out`` without the internal ``__input``/``__seq`` columns."""
+    return out.drop_columns([n for n in INTERNAL if n in out.column_names])
+
+
 class Pipeline:
     """Keyed stages then an optional window aggregate over one partition group's rows.
 
@@ -138,27 +166,17 @@ class Pipeline:
         return schema
 
     def order_columns(self) -> list[str]:
-        """Columns whose ascending order is the result's order across partition groups.
-
-        Windows: ``(window_end, window_start, keys)``; sessions ``(session_end,
-        session_start, keys)``; rows: the total order of the tuples that produced them.
-        """
-        if self.window is not None:
-            return [WINDOW_END, WINDOW_START, *self.key_columns]
-        if not self.emits_rows:
-            return [SESSION_END, SESSION_START, *self.key_columns]
-        return [self.ts_column, INPUT_COL, SEQ_COL]
+        """Columns whose ascending order is the result's order (see :func:`result_order`)."""
+        return result_order([s.text() for s in self.stages], self.window is not None,
+                            self.key_columns, self.ts_column)
 
     def in_order(self, out: pa.Table) -> pa.Table:
         """Result rows of several groups (or calls) sorted by :meth:`order_columns`."""
-        if out.num_rows < 2:
-            return out
-        keys = [(n, "ascending", "at_start") for n in self.order_columns()]
-        return out.take(pc.sort_indices(out, sort_keys=keys))
+        return sort_ascending(out, self.order_columns())
 
     def public(self, out: pa.Table) -> pa.Table:
         """``out`` without the internal ``__input``/``__seq`` columns."""
-        return out.drop_columns([n for n in INTERNAL if n in out.column_names])
+        return without_internal_columns(out)
 
     # -- running ------------------------------------------------------------------------------
 

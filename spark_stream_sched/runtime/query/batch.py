@@ -31,10 +31,13 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_stream_sched.errors import InputError
-from spark_stream_sched.runtime.keyed.pipeline import Pipeline
+from spark_stream_sched.runtime.keyed.pipeline import (
+    result_order,
+    sort_ascending,
+    without_internal_columns,
+)
 from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
 from spark_stream_sched.runtime.merge import release_ready
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
@@ -42,7 +45,6 @@ from spark_stream_sched.runtime.plan.stats import StatsTable
 from spark_stream_sched.runtime.predicate import Predicate
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.state.versions import GroupState
-from spark_stream_sched.runtime.window.aggregator import WINDOW_END, WINDOW_START
 
 log = logging.getLogger(__name__)
 
@@ -227,12 +229,7 @@ class GroupedBatch:
         With keyed operators: the pipeline's order (sessions by end, rows in the total order
         of the tuples that produced them), without the internal ``__input``/``__seq``.
         """
-        if self.spec.operators:
-            pipeline = self.spec.build_group(self.input_schema)
-            assert isinstance(pipeline, Pipeline)
-            return pipeline.public(pipeline.in_order(out))
-        if out.num_rows == 0:
-            return out
-        names = [WINDOW_END, WINDOW_START, *self.spec.key_columns]
-        return out.take(pc.sort_indices(out, sort_keys=[(n, "ascending", "at_start")
-                                                        for n in names]))
+        s = self.spec
+        order = result_order(s.operators, s.window is not None, s.key_columns,
+                             s.timestamp_column)
+        return without_internal_columns(sort_ascending(out, order))

@@ -48,8 +48,11 @@ logger = logging.getLogger(__name__)
 ORACLE_MAX_ROWS = 300_000
 FILES_PER_INPUT = 16
 AGGREGATES = ("count(*) as n", "avg(value) as mean", "first(value) as first_v")
-#: Engines compared: Spark's native query, the ordered-agg source, the ordered-agg sink.
-ENGINES = ("native", "ordered-agg", "ordered-agg-sink")
+#: Engines compared: Spark's native query, the ordered-agg source, the ordered-agg sink, and
+#: the two floors of ``bench/spark_floor.py`` (Spark around a source that does no work).
+ENGINES = ("native", "ordered-agg", "ordered-agg-sink", "floor-precomputed", "floor-empty")
+#: Engines of the long-stream case (native would take minutes per run there).
+LONG_ENGINES = ("ordered-agg", "floor-precomputed", "floor-empty")
 Results = list[dict[str, Any]]
 #: Pseudo key under which :func:`result_rows` records duplicate result rows.
 DUPLICATES = (-1, -1)
@@ -145,17 +148,26 @@ def run_native(spark: Any, dirs: list[Path], schema: pa.Schema, out: Path, size:
     return time.perf_counter() - started
 
 
+def ordered_options(dirs: list[Path], size: str, slide: str,
+                    max_records: int | None) -> dict[str, str]:
+    """Options of the ``ordered-agg`` query (no ``stateLocation``; None: default sizing)."""
+    options = {"inputs": ",".join(str(d) for d in dirs), "keyColumns": "meter",
+               "window": size, "slide": slide, "aggregates": ", ".join(AGGREGATES),
+               "endOfInput": "availableNow"}
+    if max_records is not None:
+        options["maxRecordsPerTrigger"] = str(max_records)
+    return options
+
+
 def run_ordered(spark: Any, dirs: list[Path], out: Path, size: str, slide: str,
-                max_records: int) -> float:
+                max_records: int | None) -> float:
     """``readStream.format("ordered-agg")`` into Parquet; return the wall time in seconds."""
     from spark_stream_sched.jobs.runner import await_query
     from spark_stream_sched.spark import register
 
     register(spark)
-    options = {"inputs": ",".join(str(d) for d in dirs), "keyColumns": "meter",
-               "window": size, "slide": slide, "aggregates": ", ".join(AGGREGATES),
-               "stateLocation": str(out / "state"), "maxRecordsPerTrigger": str(max_records),
-               "endOfInput": "availableNow"}
+    options = {**ordered_options(dirs, size, slide, max_records),
+               "stateLocation": str(out / "state")}
     frame = spark.readStream.format("ordered-agg").options(**options).load()
     started = time.perf_counter()
     query = (frame.writeStream.format("parquet").option("path", str(out / "output"))
@@ -249,63 +261,113 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
         slide: str = "3 seconds", watermark: str = "10 seconds", runs: int = 3,
         batchings: tuple[int, int] = (4, 1), seed: int = 0, workdir: str | None = None,
         master: str = "local[*]", show_progress: bool = True,
-        engines: Sequence[str] = ENGINES) -> Results:
-    """Run both engines ``runs`` times with batching A and once with batching B.
+        engines: Sequence[str] = ENGINES, long_rows: int = 0) -> Results:
+    """Run every engine ``runs`` times with batching A and once with batching B.
 
     ``batchings`` are files per input per micro-batch for native (A, B); ordered-agg gets
-    ``maxRecordsPerTrigger`` of the same number of rows.
+    ``maxRecordsPerTrigger`` of the same number of rows. The floors replay the source's
+    batching-A micro-batches. With ``long_rows`` a second case of that many rows runs the
+    source with its default ``Trigger.AvailableNow`` sizing and its floors (:data:`LONG_ENGINES`).
     """
     from spark_stream_sched.jobs import spark_env
-    from spark_stream_sched.runtime.window.spec import parse_duration
 
-    size_ms, slide_ms = parse_duration(size, "window"), parse_duration(slide, "slide")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sss-bench-spark-"))
     try:
-        dirs, tables = prepare_data(root, rows, n_inputs, keys, seed)
-        truth = (reference_windows(tables, size_ms, slide_ms) if rows <= ORACLE_MAX_ROWS
-                 else true_windows(tables, size_ms, slide_ms))
         spark = spark_env.get_spark(None, master)
-        rows_per_file = rows / (n_inputs * FILES_PER_INPUT)
-
-        def native(tag: str, files: int) -> Callable[[], float]:
-            return lambda: run_native(spark, dirs, tables[0].schema, root / tag, size, slide,
-                                      watermark, files)
-
-        def ordered(tag: str, files: int) -> Callable[[], float]:
-            limit = max(1, int(files * n_inputs * rows_per_file))
-            return lambda: run_ordered(spark, dirs, root / tag, size, slide, limit)
-
-        def sink(tag: str, files: int) -> Callable[[], float]:
-            return lambda: run_sink(spark, dirs, tables[0].schema, root / tag, size, slide, files)
-
-        makers = {"native": native, "ordered-agg": ordered, "ordered-agg-sink": sink}
-        plan = ([(engine, i, "A") for i in range(runs) for engine in engines]
-                + [(engine, runs, "B") for engine in engines])
-        seconds: dict[str, list[float]] = {engine: [] for engine in engines}
-        outputs: dict[tuple[str, str], list[dict[Any, Any]]] = {}
-        for engine, i, batching in plan:
-            tag = f"{engine}-{batching}-{i}"
-            files = batchings[0] if batching == "A" else batchings[1]
-            make = makers[engine]
-            logger.info("bench spark: %s", tag)
-            if show_progress:
-                print(f"  running {tag} ...", file=sys.stderr, flush=True)
-            elapsed = make(tag, files)()
-            if batching == "A":
-                seconds[engine].append(elapsed)
-            outputs.setdefault((engine, batching), []).append(result_rows(root / tag))
-        return [_summarise(engine, rows, n_inputs, keys, size, slide, watermark, batchings,
-                           seconds[engine], outputs[(engine, "A")], outputs[(engine, "B")][0],
-                           truth, "reference" if rows <= ORACLE_MAX_ROWS else "true_windows")
-                for engine in engines]
+        results = _run_case("main", spark, root / "main", rows, n_inputs, keys, size, slide,
+                            watermark, runs, batchings, seed, show_progress, engines)
+        if long_rows:
+            long_engines = [e for e in LONG_ENGINES if e in engines]
+            results += _run_case("long", spark, root / "long", long_rows, n_inputs, keys, size,
+                                 slide, watermark, runs, None, seed, show_progress,
+                                 long_engines)
+        return results
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _run_case(case: str, spark: Any, root: Path, rows: int, n_inputs: int, keys: int,
+              size: str, slide: str, watermark: str, runs: int,
+              batchings: tuple[int, int] | None, seed: int, show_progress: bool,
+              engines: Sequence[str]) -> Results:
+    """One workload: every engine ``runs`` times (A), once with batching B (not the floors).
+
+    ``batchings`` None: the source with its default sizing, no batching B.
+    """
+    from spark_stream_sched.bench.spark_floor import (
+        FLOORS,
+        batches_run,
+        prepare_floor,
+        run_floor,
+    )
+    from spark_stream_sched.runtime.window.spec import parse_duration
+
+    size_ms, slide_ms = parse_duration(size, "window"), parse_duration(slide, "slide")
+    dirs, tables = prepare_data(root, rows, n_inputs, keys, seed)
+    truth = (reference_windows(tables, size_ms, slide_ms) if rows <= ORACLE_MAX_ROWS
+             else true_windows(tables, size_ms, slide_ms))
+    schema = tables[0].schema
+    del tables
+    rows_per_file = rows / (n_inputs * FILES_PER_INPUT)
+
+    def limit(files: int) -> int | None:
+        return None if batchings is None else max(1, int(files * n_inputs * rows_per_file))
+
+    floor_shape = (0, 0)
+    if any(e in FLOORS for e in engines):
+        floor_shape = prepare_floor(ordered_options(dirs, size, slide, limit(
+            batchings[0] if batchings else 0)), root / "floor")
+
+    def make(engine: str, tag: str, files: int) -> Callable[[], float]:
+        out = root / tag
+        if engine == "native":
+            return lambda: run_native(spark, dirs, schema, out, size, slide, watermark, files)
+        if engine == "ordered-agg":
+            return lambda: run_ordered(spark, dirs, out, size, slide, limit(files))
+        if engine == "ordered-agg-sink":
+            return lambda: run_sink(spark, dirs, schema, out, size, slide, files)
+        return lambda: run_floor(spark, engine, root / "floor", *floor_shape, out)
+
+    plan = [(engine, i, "A") for i in range(runs) for engine in engines]
+    if batchings is not None:
+        plan += [(engine, runs, "B") for engine in engines if engine not in FLOORS]
+    seconds: dict[str, list[float]] = {engine: [] for engine in engines}
+    batches: dict[str, int] = {}
+    outputs: dict[tuple[str, str], list[dict[Any, Any]]] = {}
+    for engine, i, batching in plan:
+        tag = f"{engine}-{batching}-{i}"
+        files = (batchings[0] if batching == "A" else batchings[1]) if batchings else 0
+        logger.info("bench spark %s: %s", case, tag)
+        if show_progress:
+            print(f"  running {case} {tag} ...", file=sys.stderr, flush=True)
+        elapsed = make(engine, tag, files)()
+        if batching == "A":
+            seconds[engine].append(elapsed)
+            batches[engine] = batches_run(root / tag)
+        outputs.setdefault((engine, batching), []).append(result_rows(root / tag))
+        shutil.rmtree(root / tag / "state", ignore_errors=True)
+    results = [_summarise(engine, rows, n_inputs, keys, size, slide, watermark,
+                          batchings or (0, 0), seconds[engine], outputs[(engine, "A")],
+                          outputs.get((engine, "B"), [None])[0], truth,
+                          "reference" if rows <= ORACLE_MAX_ROWS else "true_windows")
+               for engine in engines]
+    floor = {r["engine"]: r["seconds_median"] for r in results}
+    for r in results:
+        r.update(case=case, micro_batches=batches[r["engine"]],
+                 x_floor=_ratio(r["seconds_median"], floor.get("floor-precomputed")),
+                 x_empty_floor=_ratio(r["seconds_median"], floor.get("floor-empty")),
+                 speedup_vs_native=_ratio(floor.get("native"), r["seconds_median"]))
+    return results
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
 def _summarise(engine: str, rows: int, n_inputs: int, keys: int, size: str, slide: str,
                watermark: str, batchings: tuple[int, int], seconds: list[float],
-               runs_a: list[dict[Any, Any]], run_b: dict[Any, Any],
+               runs_a: list[dict[Any, Any]], run_b: dict[Any, Any] | None,
                truth: dict[tuple[int, int], tuple[int, float]], oracle: str) -> dict[str, Any]:
     first = runs_a[0]
     between_runs = max((differing(first, other) for other in runs_a[1:]), default=0)
@@ -317,19 +379,32 @@ def _summarise(engine: str, rows: int, n_inputs: int, keys: int, size: str, slid
         "watermark": watermark if engine == "native" else None,
         "batching_a": batchings[0], "batching_b": batchings[1], "runs": len(seconds),
         "seconds": [round(s, 2) for s in seconds],
+        "seconds_median": round(statistics.median(seconds), 3),
         "rows_per_s_best": round(rows / min(seconds)), "rows_per_s_median":
             round(rows / statistics.median(seconds)),
         "identical_over_runs": between_runs == 0, "rows_differing_over_runs": between_runs,
         "first_differs_over_runs_pct": round(100.0 * first_unstable / len(first), 2)
         if first else None,
-        "identical_across_batchings": differing(first, run_b) == 0,
-        "first_differs_across_batchings_pct": _first_differs(first, run_b),
-        "rows_differing_across_batchings": differing(first, run_b),
+        "identical_across_batchings": None if run_b is None else differing(first, run_b) == 0,
+        "first_differs_across_batchings_pct": None if run_b is None
+        else _first_differs(first, run_b),
+        "rows_differing_across_batchings": None if run_b is None else differing(first, run_b),
+        "matches_truth": _matches(first, truth),
         "oracle": oracle, **_truth_scores(first, truth),
     }
 
 
-COLUMNS = (("engine", "engine"), ("rows_per_s_best", "rows/s best"),
+def _matches(rows: dict[Any, Any], truth: dict[tuple[int, int], tuple[int, float]]) -> bool:
+    """Every true (window, key) emitted once with the true count and first value, no other."""
+    if DUPLICATES in rows or rows.keys() != truth.keys():
+        return False
+    return all(rows[k][0] == truth[k][0] and rows[k][2] == truth[k][1] for k in truth)
+
+
+COLUMNS = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
+           ("seconds_median", "median s"), ("x_floor", "x floor"),
+           ("x_empty_floor", "x empty floor"), ("speedup_vs_native", "native/this"),
+           ("matches_truth", "= truth"), ("rows_per_s_best", "rows/s best"),
            ("rows_per_s_median", "rows/s median"), ("identical_over_runs", "same over runs"),
            ("rows_differing_over_runs", "rows differing"),
            ("identical_across_batchings", "same across batchings"),
@@ -346,10 +421,13 @@ def format_results(results: Results) -> str:
     if not results:
         return "(no results)"
     r = results[0]
-    head = (f"{r['rows']:,} rows, {r['inputs']} inputs, {r['keys']} keys, window {r['window']} "
+    cases = sorted({(x.get("case", ""), x["rows"]) for x in results}, key=lambda c: c[1])
+    sizes = ", ".join(f"{name} {n:,} rows" for name, n in cases)
+    head = (f"{sizes}; {r['inputs']} inputs, {r['keys']} keys, window {r['window']} "
             f"/ slide {r['slide']}, native watermark {results[0]['watermark']}, batchings "
             f"{r['batching_a']} vs {r['batching_b']} files per input per batch, "
-            f"{r['runs']} runs, truth from {r['oracle']}")
+            f"{r['runs']} runs, truth from {r['oracle']}; long case: default AvailableNow sizing; "
+            f"x floor = median / floor-precomputed median of the same case")
     return head + "\n" + format_table(results, COLUMNS)
 
 
@@ -370,6 +448,9 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated subset of {', '.join(ENGINES)} (default: all)")
     parser.add_argument("--workdir", help="keep data and outputs here (default: temp, removed)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--long-rows", type=int, default=None,
+                        help="rows of the long-stream case (default 8,000,000; 0: skip; "
+                             "--quick: skip)")
 
 
 def run_bench(args: argparse.Namespace) -> Results:
@@ -388,7 +469,18 @@ def run_bench(args: argparse.Namespace) -> Results:
     return run(rows=rows, n_inputs=args.inputs, keys=args.keys, size=args.window,
                slide=args.slide, watermark=args.watermark, runs=runs, batchings=(a, b),
                seed=args.seed, workdir=args.workdir, master=args.master,
-               show_progress=not getattr(args, "no_progress", False), engines=engines)
+               show_progress=not getattr(args, "no_progress", False), engines=engines,
+               long_rows=_long_rows(args))
+
+
+def _long_rows(args: argparse.Namespace) -> int:
+    """``--long-rows``: 8 M by default, none with ``--quick``."""
+    value = getattr(args, "long_rows", None)
+    if value is None:
+        return 0 if getattr(args, "quick", False) else 8_000_000
+    if value < 0:
+        raise ConfigError(f"--long-rows {value}: must be >= 0")
+    return int(value)
 
 
 #: ``Bench(*BENCH)`` in ``commands/bench.py``: help, add_args, run, format.

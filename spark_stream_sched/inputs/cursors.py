@@ -15,7 +15,7 @@ Contract of an input stream (documented for users in ``spark/options.py``):
 A :class:`Cursor` names the file it is in and how many of its rows were consumed;
 :func:`time_aligned_shares` splits a row budget over inputs (the earliest rows first),
 :func:`advance` moves one cursor and :func:`read_between` returns exactly the rows between two
-cursors.
+cursors; :class:`EventTimeCache` keeps the timestamps the driver has peeked at across batches.
 
 Pure Python + PyArrow (no pyspark), so the Spark source's offset logic is testable without a JVM.
 """
@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import InputError
 from spark_stream_sched.inputs.files import count_rows, read_file_rows
+from spark_stream_sched.inputs.listing import file_identity
 from spark_stream_sched.runtime.merge import in_order_mask
 from spark_stream_sched.runtime.packets import event_times
 
@@ -165,19 +166,77 @@ def _read_between(stream: InputStream, files: list[str], start: Cursor, end: Cur
     return rows, ts, seq
 
 
-def peek_event_times(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
-                     ts_column: str) -> np.ndarray:
-    """Event times (int64 ms) of the next ``n_rows`` rows after ``start``; reads one column."""
-    if n_rows <= 0:
-        return np.zeros(0, np.int64)
+class EventTimeCache:
+    """Event times of whole input files, kept by the driver's long-lived reader across batches.
+
+    ``latestOffset`` ranks the next rows of every input by event time each micro-batch; without
+    a cache it reads the timestamps of up to ``maxRecordsPerTrigger`` rows of every input and
+    reads most of them again in the next batch. The cache reads a file's timestamp column once
+    and keeps it, keyed by the file's identity ``(path, size, mtime_ns)`` (files are immutable
+    once admitted; a changed file gets a new key and is read again).
+
+    Called on the driver only. A new reader (a restart) starts with an empty cache, so nothing
+    survives that could disagree with the files. Files before every cursor are dropped by
+    :meth:`forget_before`; at most ``max_values`` timestamps are kept (a larger file is read by
+    range each time, uncached).
+    """
+
+    def __init__(self, max_values: int = 16_000_000) -> None:
+        self.max_values = max_values
+        self._times: dict[tuple[str, int, int], np.ndarray] = {}
+        self.reads = 0  # files whose timestamp column was read (for tests and metrics)
+
+    def file_times(self, stream: InputStream, path: str, ts_column: str) -> np.ndarray | None:
+        """Event times of every row of ``path`` (None when the file is too large to keep)."""
+        identity = file_identity(path)
+        hit = self._times.get(identity)
+        if hit is not None:
+            return hit
+        if count_rows(path, stream.fmt) > self.max_values:
+            return None
+        times = _read_times(stream, path, ts_column, 0, None)
+        self.reads += 1
+        while self._times and sum(len(t) for t in self._times.values()) + len(
+                times) > self.max_values:
+            self._times.pop(next(iter(self._times)))  # oldest first
+        self._times[identity] = times
+        return times
+
+    def forget_before(self, files: Sequence[str], cursor: Cursor) -> None:
+        """Drop the files of ``files`` that sort before the cursor's file (consumed for good)."""
+        if cursor.file is None:
+            return
+        consumed = {f for f in files if f < cursor.file}
+        for key in [k for k in self._times if k[0] in consumed]:
+            del self._times[key]
+
+
+def _read_times(stream: InputStream, path: str, ts_column: str, start: int,
+                stop: int | None) -> np.ndarray:
+    """Event times (int64 ms) of rows ``[start, stop)`` of one file; reads one column."""
     ts_schema = None
     if stream.schema is not None:
         ts_schema = pa.schema([stream.schema.field(ts_column)])
+    return event_times(read_file_rows(path, stream.fmt, ts_schema, start, stop), ts_column,
+                       f"input {stream.input_id} file {path!r}", first_row=start)
+
+
+def peek_event_times(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
+                     ts_column: str, cache: EventTimeCache | None = None) -> np.ndarray:
+    """Event times (int64 ms) of the next ``n_rows`` rows after ``start``; reads one column.
+
+    With ``cache`` (the driver's :class:`EventTimeCache`) each file's timestamps are read once
+    over the life of the reader instead of once per micro-batch.
+    """
+    if n_rows <= 0:
+        return np.zeros(0, np.int64)
+    parts = []
     with naming_input(stream):
-        return np.concatenate([
-            event_times(read_file_rows(f, stream.fmt, ts_schema, a, b), ts_column,
-                        f"input {stream.input_id} file {f!r}", first_row=a)
-            for f, a, b in _walk(files, start, stream.fmt, n_rows)])
+        for f, a, b in _walk(files, start, stream.fmt, n_rows):
+            whole = cache.file_times(stream, f, ts_column) if cache is not None else None
+            parts.append(whole[a:b] if whole is not None
+                         else _read_times(stream, f, ts_column, a, b))
+    return np.concatenate(parts)
 
 
 def time_aligned_shares(heads: Sequence[np.ndarray], last_ts: Sequence[int | None],

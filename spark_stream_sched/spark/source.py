@@ -1,52 +1,37 @@
 """The ``ordered-agg`` streaming source: N file streams → S-Merge → ordered window aggregates.
 
-``spark.readStream.format("ordered-agg").option(...).load()`` (options: ``spark/options.py``)
-yields ``window_start, window_end, <key columns>, <aggregate aliases>`` rows, identical on every
-run, for every ``maxRecordsPerTrigger`` and after restarts (DESIGN.md §2). The same registered
-format also writes: ``df.writeStream.format("ordered-agg")`` is the sink of ``spark/sink.py``.
+``spark.readStream.format("ordered-agg").option(...).load()`` (options: ``spark/options.py``;
+user guide: docs/source.md) yields ``window_start, window_end, <key columns>, <aggregate
+aliases>`` rows, identical on every run, for every ``maxRecordsPerTrigger`` and after restarts
+(DESIGN.md §2). The same registered format also writes (the sink of ``spark/sink.py``).
 
-How a micro-batch runs:
+A micro-batch:
 
-* driver, ``latestOffset(start, limit)``: list each input, append the new files to the input's
-  durable manifest (``inputs/manifest.py``; late-sorting files fail or are skipped, option
-  ``lateFiles``), then advance each input's cursor over the manifest's files by its fair share
-  of the row limit (``inputs/cursors.py``); the end offset records each input's largest event time,
-  so the ready bound ``R = min_j last_ts(j)`` is a function of the offset alone;
-* driver, ``partitions(start, end)``: one partition per range of partition groups, carrying the
-  two offsets and the manifest's files between them — never a fresh listing, so a replayed
-  batch reads exactly the files and rows it planned;
-* executor, ``read(partition)``: read the rows between the offsets and hand them to the
-  runtime's one micro-batch entry, :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch`
-  (keep the rows of the partition's groups; per group load state version ``start``, release
-  the rows with ``ts < R`` in the total order ``(ts, input, seq)`` into the window operator,
-  write state version ``end``), then yield the closed windows as Arrow record batches of
-  Spark's schema;
-* driver, ``commit(end)``: prune state versions older than ``end`` (keeping a few) and merge
-  the batch's metrics files (``runtime/state/batch_metrics.py``; docs/source.md "Metrics").
+* driver, ``latestOffset(start, limit)``: append newly listed files to each input's durable
+  manifest (``inputs/manifest.py``, option ``lateFiles``), then advance each cursor by its share
+  of the row limit, the earliest rows over all inputs (``inputs/cursors.py``; the timestamps
+  peeked at are cached in this long-lived reader, :class:`~.cursors.EventTimeCache`). The end
+  offset records each input's largest event time, so ``R = min_j last_ts(j)`` is a function of
+  the offset alone;
+* driver, ``partitions(start, end)``: the manifest's files between the offsets (never a fresh
+  listing); the batch's rows are read **once**, and each task's rows are written to its own file
+  (``spark/read_once.py``); one partition per range of partition groups;
+* executor, ``read(partition)``: the task's rows through the runtime's one micro-batch entry,
+  :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch` (per group: load state version
+  ``start``, release rows with ``ts < R`` in the total order ``(ts, input, seq)``, write version
+  ``end``), yielding the closed windows as Arrow batches of Spark's schema, each partition ordered
+  by ``(window_end, window_start, keys)`` (Spark does not order rows across partitions);
+* driver, ``commit(end)``: prune state versions and per-task rows up to ``end``; merge the
+  batch's metrics files (``runtime/state/batch_metrics.py``).
 
-Output order: each partition yields its rows ordered by ``(window_end, window_start, keys)``;
-Spark does not order rows across the partitions of one micro-batch, so a consumer that needs
-the whole batch in that order sorts it (or sets ``numPartitions=1``). Windows never straddle
-micro-batches out of order: every window emitted in batch ``b`` ends at or before the ready
-bound of ``b`` and every later one after it, so "batch id, then sorted rows" is the same
-sequence for every ``maxRecordsPerTrigger``.
+``endOfInput`` (``exhausted`` / ``availableNow``) marks inputs finished so the last windows flush.
+One query per ``stateLocation``: the driver holds ``<stateLocation>/_lock`` from its first driver
+call until the query stops.
 
-End of input: with option ``endOfInput`` an input counts as finished once its files are consumed
-(``exhausted``: every file listed so far; ``availableNow``: every file present when a
-``Trigger.AvailableNow`` query started). Once every input has finished, ``R`` is +infinity and
-the last windows are flushed. With the default ``never`` the last windows stay open, waiting for
-more files, as Spark's own watermarked windows do.
-
-One query per ``stateLocation``: the driver process holds ``<stateLocation>/_lock``
-(``runtime/state/lock.py``) from its first driver call until the query stops; a second query
-on the same location fails before planning anything, naming the holder.
-
-Crash points (``testing/faults.py``): ``source.planned`` at the start of ``partitions()``, i.e.
-right after Spark logged the batch's end offset, with ``batch`` = the number of batches this
-driver process planned before (equal to Spark's batch id for a fresh query in one process) and
-``seq`` = the end offset's total row count; ``source.state_written`` after a partition wrote
-its groups' state, with ``batch`` = Spark's batch id (``streaming.sql.batchId``), ``partition``
-and ``seq``.
+Crash points (``testing/faults.py``): ``source.planned`` at the start of ``partitions()`` (right
+after Spark logged the end offset), with ``batch`` = batches this driver process planned before
+and ``seq`` = the end offset's row count; ``source.state_written`` after a partition wrote its
+groups' state, with ``batch`` = Spark's batch id, ``partition`` and ``seq``.
 """
 
 from __future__ import annotations
@@ -59,17 +44,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
     InputPartition,
 )
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -79,12 +60,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_stream_sched import inputs
-from spark_stream_sched.errors import SparkStreamSchedError
 from spark_stream_sched.inputs import Cursor, FileManifest
+from spark_stream_sched.inputs.cursors import EventTimeCache
 from spark_stream_sched.runtime.keys import group_range_for_task
-from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
 from spark_stream_sched.runtime.state import batch_metrics, versions
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.spark import read_once
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
 from spark_stream_sched.spark.offsets import (
     Offset,
     lag_ms,
@@ -92,96 +74,27 @@ from spark_stream_sched.spark.offsets import (
     unreadable_offset,
     version_id,
 )
+from spark_stream_sched.spark.read_once import VersionStore
 from spark_stream_sched.spark.source_plan import (
+    AVAILABLE_NOW_MAX_RECORDS,
     OUTPUT_BATCH_ROWS,
     GroupRangePartition,
     SourcePlan,
-    build_plan,
-    check_schema_matches,
+    empty_input_message,
+    files_between,
+    files_from,
     rows_between,
     to_spark,
 )
 from spark_stream_sched.spark.worker_errors import (
-    RefusedStreamReader,
-    plain_errors,
     reported,
 )
 from spark_stream_sched.testing.faults import crash_point
 
 log = logging.getLogger(__name__)
 
+__all__ = ["OrderedAggDataSource", "OrderedAggStreamReader", "empty_input_message"]
 
-
-# -- Spark data source -------------------------------------------------------------------------
-
-
-class OrderedAggDataSource(DataSource):
-    """``format("ordered-agg")``: deterministic merged, windowed aggregates of file streams.
-
-    Notes
-    -----
-    ``schema()`` and ``streamReader()`` are called on the driver; they validate every option so
-    a bad one fails when the query is defined or started.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        """Short name used in ``format(...)``."""
-        return "ordered-agg"
-
-    def schema(self) -> StructType:
-        """Result schema: window bounds (type of the input event time), keys, aggregates.
-
-        Also refuses, at ``load()``, a definition that differs from the one recorded under
-        ``stateLocation`` (``runtime/query/recorded.py``).
-        """
-        with plain_errors():
-            plan = build_plan(self.options, streaming=False)  # a batch read: no stateLocation
-            if plan.config.state_location:
-                check_recorded(plan.config.state_location, plan.config.spec)
-            return from_arrow_schema(plan.output_arrow_schema())
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        """``spark.read.format("ordered-agg")``: the query over the files present now.
-
-        Returns the batch reader of ``spark/batch.py`` (state in memory; ``stateLocation``
-        is neither needed nor touched).
-        """
-        from spark_stream_sched.spark.batch import OrderedAggBatchReader
-
-        with plain_errors():
-            plan = build_plan(self.options, streaming=False)
-            check_schema_matches(plan, schema)
-            return OrderedAggBatchReader(plan, schema)
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """Create the stream reader; records the query under ``stateLocation`` at first start.
-
-        Notes
-        -----
-        Called on the driver in the query's thread, after ``start()`` returned. Errors found
-        here (a stream without ``stateLocation``, a ``.schema()`` that differs from the
-        result's) are raised by the reader's first driver call instead, before any data moves:
-        pyspark 4.3's source runner would report an exception raised here as an unrelated
-        ``UnboundLocalError`` (:class:`~.worker_errors.RefusedStreamReader`).
-        """
-        try:
-            plan = build_plan(self.options)
-            check_schema_matches(plan, schema)
-            record_spec(plan.config.state_location, plan.config.spec)
-        except SparkStreamSchedError as exc:
-            return RefusedStreamReader(exc)
-        return OrderedAggStreamReader(plan, schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """``df.writeStream.format("ordered-agg")``: the sink of ``spark/sink.py``.
-
-        Defined here so that the one auto-registered ``ordered-agg`` format both reads and
-        writes; the sink's options and contract are documented in that module.
-        """
-        from spark_stream_sched.spark.sink import make_stream_writer
-
-        return make_stream_writer(self.options, schema)
 
 
 class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -210,11 +123,14 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._quiet_since: dict[int, float] = {}
         self._clock = time.monotonic  # replaced by tests
         self._empty_reported = False  # inputs without files are reported once per process
+        #: timestamps peeked by latestOffset, kept across batches (driver only)
+        self._ts_cache: EventTimeCache | None = EventTimeCache()
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the driver's lock and manifests (executors never need them)."""
         state = dict(self.__dict__)
-        state.update(_manifests=None, _lock=LocationLock(self._plan.config.state_location))
+        state.update(_manifests=None, _lock=LocationLock(self._plan.config.state_location),
+                     _ts_cache=None)
         return state
 
     # -- driver --------------------------------------------------------------------------------
@@ -241,9 +157,31 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     @reported
     def getDefaultReadLimit(self) -> ReadLimit:
-        """``ReadMaxRows(maxRecordsPerTrigger)``, or everything when the option is 0."""
-        limit = self._plan.config.max_records_per_trigger
+        """``ReadMaxRows(maxRecordsPerTrigger)``, or everything when the option is 0.
+
+        Under ``Trigger.AvailableNow`` without an explicit ``maxRecordsPerTrigger`` the larger
+        ``AVAILABLE_NOW_MAX_RECORDS`` (see :meth:`_budget`).
+        """
+        limit = self._budget(None)
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def _budget(self, limit: ReadLimit | None) -> int | None:
+        """Rows to admit for Spark's ``limit`` (None: everything available).
+
+        A catch-up run (``Trigger.AvailableNow``) that did not set ``maxRecordsPerTrigger``
+        admits ``AVAILABLE_NOW_MAX_RECORDS`` rows per micro-batch instead of the streaming
+        default: its time is dominated by the fixed cost per micro-batch. Called on the driver.
+        """
+        c = self._plan.config
+        budget = c.max_records_per_trigger
+        if isinstance(limit, ReadMaxRows):
+            budget = limit.max_rows
+        elif isinstance(limit, ReadAllAvailable):
+            return None
+        if (self._frozen_lengths is not None and not self._plan.max_records_explicit
+                and budget == c.max_records_per_trigger and budget is not None):
+            return max(budget, AVAILABLE_NOW_MAX_RECORDS)
+        return budget
 
     @reported
     def prepareForTriggerAvailableNow(self) -> None:
@@ -287,7 +225,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Refuse admitted files that changed size, from each cursor's file onward."""
         for manifest, names, cursor in zip(self._driver_manifests(), files, cursors, strict=True):
             if not cursor.finished:
-                manifest.check_unchanged(_files_from(names, cursor.file))
+                manifest.check_unchanged(files_from(names, cursor.file))
 
     @reported
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -299,9 +237,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """
         c = self._plan.config
         offset = parse_offset(start, c.n_inputs)
-        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        if not isinstance(limit, ReadMaxRows | ReadAllAvailable):
-            budget = c.max_records_per_trigger
+        budget = self._budget(limit)
         # Durable before the offset that refers to the files is returned (and logged by Spark).
         self._sync_manifests(c.late_files, admit_new=self._frozen_lengths is None)
         self._report_empty_inputs()
@@ -312,10 +248,13 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                                                               streams[j])
                  for j, cur in enumerate(cursors)]
         shares = avail
-        heads: list[np.ndarray | None] = [None] * c.n_inputs
+        heads: list[Any] = [None] * c.n_inputs
         if budget is not None:  # admit the earliest rows; their ts are reused by advance()
+            cache = self._ts_cache if self._ts_cache is not None else EventTimeCache()
+            for j, cursor in enumerate(cursors):
+                cache.forget_before(files[j], cursor)
             peeked = [inputs.peek_event_times(s, files[j], cursors[j], avail[j],
-                                                 c.timestamp_column)
+                                              c.timestamp_column, cache)
                       for j, s in enumerate(streams)]
             shares = inputs.time_aligned_shares(peeked, [cur.last_ts for cur in cursors],
                                                    budget)
@@ -375,14 +314,16 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         for manifest, cursor in zip(manifests, last.cursors, strict=True):
             if cursor.file is not None and not manifest.entries:  # state from before manifests
                 manifest.sync(inputs.list_files(manifest.input_path), "defer")
-        files = tuple(_files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
+        files = tuple(files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
                       for j, m in enumerate(manifests))
         for manifest, batch_files in zip(manifests, files, strict=True):
             manifest.check_unchanged(batch_files)
         n_tasks = min(c.num_partitions, c.partition_groups)
         skipped = sum(m.skipped_count for m in manifests)
+        split = read_once.split_batch(self._plan, files, first, last, n_tasks)
         return [GroupRangePartition(i, tuple(group_range_for_task(i, n_tasks, c.partition_groups)),
-                                    start, end, files, skipped)
+                                    start, end, files, skipped, split.paths[i], split.rows_total,
+                                    split.late_dropped)
                 for i in range(n_tasks)]
 
     @reported
@@ -397,6 +338,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         c = self._plan.config
         version = version_id(parse_offset(end, c.n_inputs))
         deleted = versions.prune(c.state_location, version)
+        read_once.prune(c.state_location, version)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
         try:
             merged = batch_metrics.merge_batch(c.state_location, version)
@@ -422,6 +364,8 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         truncated or corrupt offset file), the bare ``JSONDecodeError`` is replaced here by a
         :class:`~spark_stream_sched.errors.StateError` naming the offset log and what to do.
         """
+        if self._manifests is not None:  # this process planned batches: drop their rows
+            read_once.prune(self._plan.config.state_location, None)
         self._lock.release()
         failure = sys.exc_info()[1]
         if isinstance(failure, json.JSONDecodeError):
@@ -440,9 +384,16 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         started = time.perf_counter()
         n, location = self._plan.config.n_inputs, self._plan.config.state_location
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
-        rows = rows_between(self._plan, partition.files, start, end)
+        rows = (read_once.read_task_rows(partition.rows_file)
+                if partition.rows_file is not None else None)
+        if rows is None:  # planned without the split (or its file is gone): read and keep ours
+            rows = read_once.own_rows(self._plan, partition.groups,
+                                      rows_between(self._plan, partition.files, start, end))
         result = self._plan.batch(partition.groups).run(
-            rows, _VersionStore(location, start, end), start.ready_bound(), end.ready_bound())
+            rows, VersionStore(location, start, end), start.ready_bound(), end.ready_bound())
+        if partition.rows_total is not None:  # the batch's figures, not this task's share
+            result.metrics.update(rows_read=partition.rows_total,
+                                  late_dropped=partition.late_dropped)
         crash_point("source.state_written", batch=_spark_batch_id(), partition=partition.index,
                     seq=end.total_seq)
         batch_id = _spark_batch_id()
@@ -459,53 +410,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                                  ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
 
 
-def empty_input_message(input_id: int, path: str, end_of_input: str,
-                        available_now: bool) -> str:
-    """What an input that holds no files when the query starts means, by ``endOfInput``."""
-    head = f"input {input_id} ({path}) holds no files when the query starts: "
-    if end_of_input == "exhausted" or (end_of_input == "availableNow" and available_now):
-        return head + (f"with endOfInput={end_of_input} it counts as finished and empty, and "
-                       f"files added to it later are ignored; check option inputs if it "
-                       f"should hold data")
-    return head + ("no window closes until it sends a row (the ready bound waits for every "
-                   "unfinished input); add its files, or set option idleTimeout so that a "
-                   "quiet input stops holding the others back")
-
-
 def _spark_batch_id() -> str | None:
     """Spark's id of the micro-batch this task belongs to (None outside a streaming task)."""
     context = TaskContext.get()
     return context.getLocalProperty("streaming.sql.batchId") if context is not None else None
-
-
-def _files_from(files: list[str], first: str | None) -> list[str]:
-    """Files from ``first`` (the file a cursor is in; the beginning when None) onward."""
-    return files[files.index(first):] if first in files else list(files)
-
-
-def _files_between(files: list[str], first: str | None, last: str | None) -> tuple[str, ...]:
-    """Files from ``first`` (or the beginning) through ``last`` (none when ``last`` is None)."""
-    if last is None:
-        return ()
-    lo = files.index(first) if first in files else 0
-    return tuple(f for f in files[lo:] if f <= last)
-
-
-# -- one partition of one micro-batch (executor side) -----------------------------------------
-
-
-class _VersionStore:
-    """Group state of one batch: version ``start`` in, version ``end`` out (``GroupStore``)."""
-
-    def __init__(self, location: str, start: Offset, end: Offset) -> None:
-        self.location, self.start, self.end = location, start, end
-
-    def load(self, group: int) -> versions.GroupState:
-        """State of ``group`` at ``start`` (empty at the initial offset)."""
-        if self.start == Offset.initial(len(self.start.cursors)):
-            return versions.GroupState()
-        return versions.load_group(self.location, group, version_id(self.start))
-
-    def save(self, states: dict[int, versions.GroupState], meta: dict[str, Any]) -> None:
-        """Write the groups' state as version ``end``."""
-        versions.save_groups(self.location, version_id(self.end), states, meta)

@@ -1,0 +1,186 @@
+"""Read once per micro-batch: the driver splits a batch's rows by task; each task reads its own.
+
+Without this, every Spark task of a micro-batch read, hashed and split every row of the batch
+and kept only its partition groups' rows (read amplification = ``numPartitions``). Tasks run in
+separate Python worker processes, so they cannot share what one of them read. Instead
+``partitions()`` (called on the driver, once per planned batch, replays included) reads the
+rows between the batch's two offsets **once**, refuses (or drops) late rows of idle inputs, hashes
+each row's key once and writes one Arrow IPC file per task, holding exactly that task's rows,
+grouped by partition group (each group's rows in stream order, as ``GroupedBatch`` selects
+them)::
+
+    <stateLocation>/batches/<version>/task-0000.arrow     version = the end offset's state version
+
+``read()`` (runs on executors) memory-maps its file. A task that finds no file (its batch was
+planned before this layout, or the file was removed) falls back to reading the rows itself and
+keeping its groups' rows, which gives the same rows.
+
+Exactly-once and replays: the files are a pure function of the two offsets and the manifests'
+files (the rows between the offsets, already fixed), written atomically (temporary file, then
+rename) and rewritten whenever ``partitions()`` plans the batch again — after a driver restart
+or a replay — so a task never reads rows of another plan. They are not state: nothing is lost
+if they vanish, and no fsync is needed. ``commit(end)`` deletes the files of every version up to
+``end``; ``stop()`` deletes them all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_stream_sched.runtime.keys import group_range_for_task
+from spark_stream_sched.runtime.state import versions
+from spark_stream_sched.runtime.state.atomic import spill_error
+from spark_stream_sched.spark.offsets import Offset, version_id
+from spark_stream_sched.spark.source_plan import SourcePlan, rows_between
+
+#: Directory under ``stateLocation`` holding the per-task rows of planned batches.
+SPILL_DIR = "batches"
+
+
+@dataclass(frozen=True)
+class SplitBatch:
+    """What the driver learned while splitting one batch (shipped in each partition)."""
+
+    paths: tuple[str, ...]
+    rows_total: int
+    late_dropped: int
+
+
+def spill_root(location: str) -> str:
+    """``<stateLocation>/batches``."""
+    return os.path.join(location, SPILL_DIR)
+
+
+def split_batch(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
+                end: Offset, n_tasks: int) -> SplitBatch:
+    """Read the batch's rows once and write each task's rows to its own Arrow IPC file.
+
+    Called on the driver by ``partitions()``. Late rows of formerly idle inputs are refused
+    here with the runtime's error (``outOfOrder=fail``) or dropped (``drop``), once for the
+    whole batch.
+    """
+    c = plan.config
+    rows = rows_between(plan, files, start, end)
+    kept = plan.batch(()).drop_late(rows, start.ready_bound())
+    groups = group_ids(plan, kept).astype(np.int16)  # at most 4096 groups
+    # Stable radix sort by group: each task's rows are contiguous, and within a task each
+    # group's rows are one run in stream order (the per-group filters of GroupedBatch then
+    # select runs, and each group's rows are the same as from the unsorted batch).
+    order = np.argsort(groups, kind="stable")
+    ends = np.searchsorted(groups[order], [r.stop for r in _ranges(n_tasks, c.partition_groups)])
+    by_group = kept.take(pa.array(order))
+    directory = os.path.join(spill_root(c.state_location), version_id(end))
+    paths, first = [], 0
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for index, stop in enumerate(ends.tolist()):
+            path = os.path.join(directory, f"task-{index:04d}.arrow")
+            _write_ipc(path, by_group.slice(first, stop - first))
+            paths.append(path)
+            first = stop
+    except OSError as exc:  # a full disk: the plugin's error, naming the file
+        raise spill_error(os.path.join(directory, f"task-{len(paths):04d}.arrow"), exc) from exc
+    return SplitBatch(tuple(paths), rows.num_rows, rows.num_rows - kept.num_rows)
+
+
+def _ranges(n_tasks: int, n_groups: int) -> list[range]:
+    return [group_range_for_task(task, n_tasks, n_groups) for task in range(n_tasks)]
+
+
+def group_ids(plan: SourcePlan, rows: pa.Table) -> np.ndarray:
+    """Partition group of each row, as ``GroupedBatch.group_ids`` computes it.
+
+    The key hash is a function of each value alone, so with one key column each *distinct* key
+    is hashed once (dictionary encoding) instead of every row; other keys hash every row.
+    """
+    keys = plan.config.spec.key_columns
+    grouped = plan.batch(())
+    if len(keys) != 1 or rows.num_rows == 0:
+        return grouped.group_ids(rows)
+    column = rows.column(keys[0]).combine_chunks()
+    try:
+        encoded = pc.dictionary_encode(column, null_encoding="encode")
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return grouped.group_ids(rows)
+    if pa.types.is_dictionary(column.type):
+        return grouped.group_ids(rows)
+    per_key = grouped.group_ids(pa.table({keys[0]: encoded.dictionary}))
+    return np.asarray(per_key[encoded.indices.to_numpy()], np.int32)
+
+
+def _write_ipc(path: str, table: pa.Table) -> None:
+    """Write ``table`` as an uncompressed Arrow IPC file, atomically (temporary + rename)."""
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=1 << 20)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def read_task_rows(path: str) -> pa.Table | None:
+    """The task's rows written by :func:`split_batch` (memory-mapped), or None if absent.
+
+    Runs on executors.
+    """
+    try:
+        source = pa.memory_map(path, "r")
+    except FileNotFoundError:
+        return None
+    return pa.ipc.open_file(source).read_all()
+
+
+def own_rows(plan: SourcePlan, groups: Sequence[int], rows: pa.Table) -> pa.Table:
+    """The rows of ``groups`` among ``rows`` (the fallback when a task finds no file)."""
+    group_of = plan.batch(()).group_ids(rows)
+    return rows.filter(pa.array(np.isin(group_of, np.asarray(groups, np.int32))))
+
+
+def prune(location: str, up_to: str | None) -> None:
+    """Delete the per-task rows of every version ``<= up_to`` (all of them when None).
+
+    Called on the driver by ``commit()`` and ``stop()``; a directory that cannot be removed is
+    left for the next call.
+    """
+    root = spill_root(location)
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if up_to is None or name <= up_to:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+
+
+class VersionStore:
+    """Group state of one streaming batch: version ``start`` in, version ``end`` out.
+
+    The :class:`~spark_stream_sched.runtime.query.batch.GroupStore` of ``read()`` (runs on
+    executors).
+    """
+
+    def __init__(self, location: str, start: Offset, end: Offset) -> None:
+        self.location, self.start, self.end = location, start, end
+
+    def load(self, group: int) -> versions.GroupState:
+        """State of ``group`` at ``start`` (empty at the initial offset)."""
+        if self.start == Offset.initial(len(self.start.cursors)):
+            return versions.GroupState()
+        return versions.load_group(self.location, group, version_id(self.start))
+
+    def save(self, states: dict[int, versions.GroupState], meta: dict[str, Any]) -> None:
+        """Write the groups' state as version ``end``."""
+        versions.save_groups(self.location, version_id(self.end), states, meta)

@@ -1,0 +1,47 @@
+"""``bench spark``'s floors: the same micro-batches as the source, its output or nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from spark_stream_sched.bench import spark_native
+from spark_stream_sched.spark.floor import part_path, precompute_results
+
+from .helpers import source_options, write_inputs
+
+
+def test_precomputed_results_are_the_sources_batches(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"))
+    opts = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
+                          maxRecordsPerTrigger=250, numPartitions=2)
+    batches, partitions = precompute_results(opts, str(tmp_path / "rows"))
+    total_rows = sum(37 * j + 300 for j in range(3))
+    assert batches == -(-total_rows // 250)
+    assert partitions == 2
+    written = [pa.ipc.open_file(part_path(str(tmp_path / "rows"), b, p)).read_all()
+               for b in range(batches) for p in range(partitions)]
+    assert sum(t.num_rows for t in written) > 0
+    assert not os.path.exists(part_path(str(tmp_path / "rows"), batches, 0))
+
+
+def test_bench_runs_the_source_and_both_floors_with_the_same_batches(spark, tmp_path) -> None:
+    results = spark_native.run(rows=20_000, n_inputs=2, keys=50, runs=1, batchings=(8, 4),
+                               workdir=str(tmp_path), master="local[2]", show_progress=False,
+                               engines=("ordered-agg", "floor-precomputed", "floor-empty"),
+                               long_rows=20_000)
+    by = {(r["case"], r["engine"]): r for r in results}
+    assert set(by) == {(c, e) for c in ("main", "long")
+                       for e in ("ordered-agg", "floor-precomputed", "floor-empty")}
+    for case in ("main", "long"):
+        source, floor = by[(case, "ordered-agg")], by[(case, "floor-precomputed")]
+        assert source["matches_truth"] is True
+        assert floor["matches_truth"] is True
+        assert source["micro_batches"] == floor["micro_batches"] == \
+            by[(case, "floor-empty")]["micro_batches"]
+        assert by[(case, "floor-empty")]["windows_emitted"] == 0
+        assert floor["x_floor"] == 1.0
+        assert source["x_floor"] == round(source["seconds_median"] / floor["seconds_median"], 2)
+    assert by[("main", "ordered-agg")]["micro_batches"] == 2  # 8 of 16 files per batch
+    assert by[("long", "ordered-agg")]["micro_batches"] == 1  # default AvailableNow sizing

@@ -1,0 +1,217 @@
+"""Read once per micro-batch, the peeked-timestamp cache and AvailableNow batch sizing.
+
+The stream reader is driven directly, as Spark's source runner would (no JVM): the driver
+splits each batch's rows once into per-task files (``spark/read_once.py``), ``latestOffset``
+reads each file's timestamps once over the life of the reader, and a ``Trigger.AvailableNow``
+run without ``maxRecordsPerTrigger`` admits larger micro-batches.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from spark_stream_sched import inputs
+from spark_stream_sched.inputs import Cursor
+from spark_stream_sched.inputs.cursors import EventTimeCache
+from spark_stream_sched.spark import read_once
+from spark_stream_sched.spark.offsets import parse_offset, version_id
+from spark_stream_sched.spark.options import DEFAULT_MAX_RECORDS_PER_TRIGGER
+from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+from spark_stream_sched.spark.source_plan import (
+    AVAILABLE_NOW_MAX_RECORDS,
+    GroupRangePartition,
+    SourcePlan,
+    rows_between,
+)
+
+from .helpers import assert_matches_oracle, expected_rows, output_key, source_options, write_inputs
+
+
+def make_reader(opts: dict[str, str]) -> OrderedAggStreamReader:
+    source = OrderedAggDataSource(opts)
+    reader = source.streamReader(source.schema())
+    assert isinstance(reader, OrderedAggStreamReader)
+    return reader
+
+
+def drive(reader: OrderedAggStreamReader, limit: int, split: bool = True
+          ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """All batches; with ``split`` False every task reads the rows itself (the fallback)."""
+    reader.prepareForTriggerAvailableNow()
+    start, rows, planned = reader.initialOffset(), [], []
+    while True:
+        end = reader.latestOffset(start, ReadMaxRows(limit))
+        if end == start:
+            return sorted(rows, key=output_key), planned
+        parts = [p if split else replace(p, rows_file=None)  # type: ignore[type-var]
+                 for p in reader.partitions(start, end)]
+        planned.append(parts)
+        rows += [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+        reader.commit(end)
+        start = end
+
+
+@pytest.mark.parametrize("num_partitions", [1, 2, 3])
+def test_each_row_is_in_exactly_one_task_file_in_stream_order(tmp_path, num_partitions) -> None:
+    write_inputs(str(tmp_path / "in"), rows=200)
+    reader = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
+                                        numPartitions=num_partitions))
+    plan: SourcePlan = reader._plan
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(250))
+    parts = reader.partitions(start, end)
+    assert len(parts) == num_partitions
+    first, last = parse_offset(start, 3), parse_offset(end, 3)
+    every = rows_between(plan, parts[0].files, first, last)
+    groups = plan.batch(()).group_ids(every)
+    for part in parts:
+        assert isinstance(part, GroupRangePartition)
+        assert part.rows_file is not None
+        assert os.path.dirname(part.rows_file).endswith(version_id(last))
+        mine = read_once.read_task_rows(part.rows_file)
+        assert mine is not None
+        assert mine.num_rows == int(np.isin(groups, part.groups).sum())
+        mine_groups = plan.batch(()).group_ids(mine)
+        assert (np.diff(mine_groups) >= 0).all()  # one run per group
+        for g in part.groups:  # each group's rows: those of the whole batch, in stream order
+            assert mine.filter(pa.array(mine_groups == g)).equals(
+                every.filter(pa.array(groups == g)))
+        assert part.rows_total == every.num_rows == 250
+    assert sum(read_once.read_task_rows(p.rows_file).num_rows for p in parts) == 250
+
+
+def test_split_and_fallback_give_the_oracles_rows(tmp_path) -> None:
+    tables = write_inputs(str(tmp_path / "in"))
+    split, planned = drive(make_reader(source_options(
+        str(tmp_path / "in"), 3, str(tmp_path / "s1"), numPartitions=2)), 170)
+    fallback, _ = drive(make_reader(source_options(
+        str(tmp_path / "in"), 3, str(tmp_path / "s2"), numPartitions=2)), 170, split=False)
+    assert len(planned) > 3
+    assert split == fallback
+    assert_matches_oracle(split, expected_rows(tables))
+
+
+def test_task_files_are_pruned_on_commit_and_stop_and_rewritten_on_replay(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"))
+    state = str(tmp_path / "state")
+    reader = make_reader(source_options(str(tmp_path / "in"), 3, state))
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(300))
+    parts = reader.partitions(start, end)
+    first = [b.to_pylist() for p in parts for b in reader.read(p)]
+    os.remove(parts[0].rows_file)  # e.g. a driver restart: the replay plans the batch again
+    again = reader.partitions(start, end)
+    assert os.path.exists(again[0].rows_file)
+    assert [b.to_pylist() for p in again for b in reader.read(p)] == first
+    reader.commit(end)
+    assert os.listdir(read_once.spill_root(state)) == []
+    later = reader.latestOffset(end, ReadMaxRows(300))
+    reader.partitions(end, later)
+    assert os.listdir(read_once.spill_root(state)) == [version_id(parse_offset(later, 3))]
+    reader.stop()
+    assert os.listdir(read_once.spill_root(state)) == []
+
+
+def test_metrics_count_the_whole_batch_not_the_tasks_share(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"))
+    state = str(tmp_path / "state")
+    reader = make_reader(source_options(str(tmp_path / "in"), 3, state, numPartitions=2))
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(400))
+    for part in reader.partitions(start, end):
+        list(reader.read(part))
+    from spark_stream_sched.runtime.state import batch_metrics
+
+    merged = batch_metrics.merge_batch(state, version_id(parse_offset(end, 3)))
+    assert merged is not None
+    assert merged["rows_read"] == 400
+    assert merged["rows_of_partition"] == 400  # each row went to exactly one task
+
+
+def test_group_ids_by_distinct_key_equal_the_runtimes(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"))
+    reader = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "state")))
+    plan = reader._plan
+    for column in (pa.array([5, None, 7, 5, -3, 2**62], pa.int64()),
+                   pa.array(["a", None, "b", "a", "", "ü"]),
+                   pa.array([0.0, -0.0, float("nan"), None, 1.5, 1.5])):
+        table = pa.table({"meter": column})
+        assert read_once.group_ids(plan, table).tolist() == \
+            plan.batch(()).group_ids(table).tolist()
+
+
+def test_peeked_timestamps_are_read_once_per_file(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"), rows=400, files=4)
+    reader = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "state")))
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    offsets = []
+    while True:  # small batches: every latestOffset peeks at rows it peeked at before
+        end = reader.latestOffset(start, ReadMaxRows(60))
+        if end == start:
+            break
+        offsets.append(end)
+        start = end
+    n_files = sum(len(inputs.list_files(str(tmp_path / "in" / f"in{j}"))) for j in range(3))
+    assert len(offsets) > 10
+    assert reader._ts_cache is not None
+    assert reader._ts_cache.reads == n_files
+    # the offsets equal those of a reader without the cache (a restart: a new, empty cache)
+    fresh = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "state2")))
+    fresh.prepareForTriggerAvailableNow()
+    fresh._ts_cache = None
+    start = fresh.initialOffset()
+    for expected in offsets:
+        start = fresh.latestOffset(start, ReadMaxRows(60))
+        assert start == expected
+
+
+def test_event_time_cache_keys_by_file_identity_and_forgets_consumed_files(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"), n_inputs=1, rows=90, files=3)
+    files = inputs.list_files(str(tmp_path / "in" / "in0"))
+    reader = make_reader(source_options(str(tmp_path / "in"), 1, str(tmp_path / "state")))
+    stream = reader._plan.streams[0]
+    cache = EventTimeCache()
+    plain = inputs.peek_event_times(stream, files, Cursor(), 90, "ts")
+    cached = inputs.peek_event_times(stream, files, Cursor(), 90, "ts", cache)
+    assert np.array_equal(plain, cached)
+    assert cache.reads == 3
+    inputs.peek_event_times(stream, files, Cursor(), 90, "ts", cache)
+    assert cache.reads == 3
+    os.utime(files[0], ns=(1, 1))  # another identity: read again, never a stale array
+    inputs.peek_event_times(stream, files, Cursor(), 30, "ts", cache)
+    assert cache.reads == 4
+    cache.forget_before(files, Cursor(files[2], 0, 60))
+    assert {k[0] for k in cache._times} == {files[2]}
+    tiny = EventTimeCache(max_values=5)  # files larger than the cap are read uncached
+    assert np.array_equal(inputs.peek_event_times(stream, files, Cursor(), 90, "ts", tiny),
+                          plain)
+    assert tiny.reads == 0
+
+
+def test_available_now_admits_larger_batches_unless_the_limit_is_set(tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"))
+    default = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "s1")))
+    assert default.getDefaultReadLimit().max_rows == DEFAULT_MAX_RECORDS_PER_TRIGGER
+    default.prepareForTriggerAvailableNow()
+    assert default.getDefaultReadLimit().max_rows == AVAILABLE_NOW_MAX_RECORDS
+    explicit = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "s2"),
+                                          maxRecordsPerTrigger=DEFAULT_MAX_RECORDS_PER_TRIGGER))
+    explicit.prepareForTriggerAvailableNow()
+    assert explicit.getDefaultReadLimit().max_rows == DEFAULT_MAX_RECORDS_PER_TRIGGER
+    small = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "s3"),
+                                       maxRecordsPerTrigger=100))
+    small.prepareForTriggerAvailableNow()
+    start = small.initialOffset()
+    end = small.latestOffset(start, small.getDefaultReadLimit())
+    assert parse_offset(end, 3).total_seq == 100

@@ -2,17 +2,23 @@
 
 Rows of any Spark stream (files, Kafka, rate, ...) that carry an input-id column, an event-time
 column and payload are merged in the total order ``(ts, input, seq)`` and aggregated in windows
-by the same runtime the source uses (:class:`~spark_stream_sched.runtime.query.OrderedAggregation`).
-Results land in ``path`` as Parquet, one file per micro-batch that closed windows, committed
-exactly once.
+by the same runtime the source uses, **in the write tasks on the executors**. Results land in
+``path`` as Parquet, one file per micro-batch that closed windows, committed exactly once.
 
-How a micro-batch flows::
+How a micro-batch flows (``docs/sink.md``, "Where the work runs")::
 
-    executors  write()   each task's rows -> <stateLocation>/staging/batch-<id>/part-*.arrow
-    driver     commit()  load state v(<id) -> sort each input's rows -> push, finish, poll
+    executors  write()   stage the task's rows -> <stateLocation>/staging/batch-<id>/part-*.arrow
+                         per partition group of these rows (spark/sink_groups.py): load the
+                         state named by marker <id>-1, release rows with ts < R_task in the
+                         order (ts, input, seq), run the operators, write the group's state
+                         -> <stateLocation>/state/groups/g<group>-batch-<id>-<task>.state
+    driver     commit()  R of the batch from the tasks' reports, order checks, the groups the
+                         tasks could not finish alone, catch-up to R (spark/sink_apply.py)
                          -> <path>/part-batch-<id>.parquet    (runtime/state/atomic.py)
-                         -> <stateLocation>/state/batch-<id>.state    (runtime snapshot bytes)
                          -> <stateLocation>/commits/batch-<id>.json  (the commit marker, last)
+
+:func:`partition_for_sink` gives each partition group's rows to one task; without it a group
+split over tasks is merged on the driver (same result).
 
 The state location is owned by one query: at start the sink records (or checks) the owner —
 the checkpoint location, the query id Spark keeps in ``<checkpoint>/metadata``, the output path
@@ -24,7 +30,8 @@ files under the same names; batch N is applied only on top of batch N-1's marker
 marker is an error naming it, never a silent gap). The protocol, drawn as a state machine with
 its crash points, is in :class:`~spark_stream_sched.spark.sink_commit.SinkCommitter` and
 ``docs/sink.md``. Staged rows travel as Arrow IPC files and state as runtime snapshots: nothing
-here is pickled except the small commit message Spark itself requires.
+here is pickled except the small commit message Spark itself requires (it carries each task's
+report: file names, bounds, counts).
 
 Options (case-insensitive; validated on the driver when Spark creates the writer, i.e. when the
 first micro-batch is planned, before any row is written — not at ``start()``: pyspark 4.3 calls a
@@ -45,8 +52,10 @@ aggregates             required      e.g. ``count(*) as n, avg(value) as mean, f
 outOfOrder             fail          ``fail`` or ``drop`` rows whose ts went backwards
 stateLocation          <checkpoint>  sink state and staging; default
                                      ``<checkpointLocation>/ordered-agg-sink``
-sequenceColumn         (none)        orders equal-ts rows of one input (e.g. a per-input counter);
-                                     used for ordering only, not passed to the aggregates
+sequenceColumn         (none)        the order of one input's rows (e.g. a Kafka offset); an
+                                     input's ts must not decrease along it (``outOfOrder``);
+                                     orders equal-ts rows; not passed to the aggregates
+partitionGroups        16            partition groups (the unit of state and of task work)
 endOfInputColumn       (none)        boolean column; a row with ``true`` declares its input
                                      finished (the row itself is not data)
 keepVersions           10            state versions kept (older ones are pruned on commit)
@@ -56,9 +65,12 @@ operators              (none)        keyed operators per key before the window, 
 =====================  ============  ==========================================================
 
 Input contract. Spark keeps no order between the tasks of a micro-batch, so the sink orders each
-input's rows of one batch by ``(ts, sequenceColumn)``; without ``sequenceColumn`` ties are broken
-by the row values (all sortable columns in schema order), which is deterministic but is not the
-arrival order. Across batches an input's ts must not decrease (``outOfOrder`` decides). The
+input's rows of one batch by ``(ts, sequenceColumn)``; an input's ts that decreases along
+``sequenceColumn`` — within a batch, across tasks or across batches — is out of order and
+``outOfOrder`` decides (fail naming the input, both sequence values and both timestamps, or
+drop and count). Without ``sequenceColumn`` a batch's rows of one input are a set: ties are
+broken by the row values (all sortable columns in schema order), deterministic but not the
+arrival order, and only a ts below what earlier batches of the input had can be detected. The
 ready bound ``R = min over inputs of the latest ts seen`` is taken at each commit, so a window is
 emitted once every unfinished input has passed its end. An input is finished by an end-of-input
 row (``endOfInputColumn``) or, for bounded jobs, by :func:`finish_sink` after the query stopped
@@ -80,24 +92,28 @@ import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.errors import ConfigError, SpillError, StateError
-from spark_stream_sched.runtime.state.atomic import atomic_writer
+from spark_stream_sched.runtime.state.commit_log import batch_name, commit_path, read_marker
 from spark_stream_sched.spark.sink_commit import (  # re-exported: the sink's public surface
     SINK_FORMAT_VERSION,
-    SINK_OPTION_NAMES,
     SinkCommitter,
+    finish_sink,
+    read_commits,
+    staging_dir,
+)
+from spark_stream_sched.spark.sink_groups import TaskWork, run_task, write_ipc
+from spark_stream_sched.spark.sink_options import (  # re-exported as well
+    SINK_OPTION_NAMES,
     SinkConfig,
     check_schema,
-    finish_sink,
     parse_sink_options,
-    read_commits,
     runtime_schema,
-    staging_dir,
 )
 from spark_stream_sched.spark.worker_errors import plain_errors
 
@@ -106,6 +122,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SINK_FORMAT_VERSION", "SINK_OPTION_NAMES", "OrderedAggStreamWriter", "SinkCommitMessage",
     "SinkCommitter", "SinkConfig", "check_schema", "finish_sink", "make_stream_writer",
+    "partition_for_sink",
     "parse_sink_options", "read_commits", "runtime_schema", "staging_dir",
 ]
 
@@ -122,6 +139,7 @@ class SinkCommitMessage(WriterCommitMessage):
     attempt: int
     file: str | None
     rows: int
+    work: TaskWork | None = None
 
 
 def _task_identity() -> tuple[int, int, int]:
@@ -136,7 +154,7 @@ def _task_identity() -> tuple[int, int, int]:
 
 
 class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
-    """Stages rows on executors and commits them through :class:`SinkCommitter` on the driver.
+    """Merges and aggregates on executors; commits through :class:`SinkCommitter` on the driver.
 
     Notes
     -----
@@ -148,31 +166,39 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         self.config = config
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        """Stage this task's rows as one Arrow IPC file (written atomically).
+        """Stage this task's rows, then merge and aggregate their partition groups here.
 
         Notes
         -----
-        Runs on executors. Rows are not checked here; the driver checks them at commit.
+        Runs on executors. The rows are staged first (one Arrow IPC file, written atomically):
+        the driver reads them only for groups this task cannot finish alone
+        (:mod:`~spark_stream_sched.spark.sink_groups`). Bad rows are not raised here; the
+        driver raises them at commit with the whole batch in view.
         """
         batch_id, partition, attempt = _task_identity()
         directory = staging_dir(self.config, batch_id)
         directory.mkdir(parents=True, exist_ok=True)
         final = directory / f"part-{partition:05d}-{attempt}-{uuid.uuid4().hex}.arrow"
-        batches = (batch for batch in iterator if batch.num_rows)
-        first = next(batches, None)
-        if first is None:
+        batches = [batch for batch in iterator if batch.num_rows]
+        if not batches:
             return SinkCommitMessage(batch_id, partition, attempt, None, 0)
-        rows = first.num_rows
+        table = pa.Table.from_batches(batches)
         try:
-            with atomic_writer(str(final)) as tmp, pa.ipc.new_file(tmp, first.schema) as writer:
-                writer.write_batch(first)
-                for batch in batches:
-                    writer.write_batch(batch)
-                    rows += batch.num_rows
+            write_ipc(str(final), table)
         except SpillError as exc:
             raise SpillError(f"ordered-agg sink: batch {batch_id}, partition {partition}: "
                              f"{exc}") from exc
-        return SinkCommitMessage(batch_id, partition, attempt, str(final), rows)
+        previous = None
+        if batch_id > 0:
+            marker = commit_path(self.config.state_location, batch_name(batch_id - 1))
+            try:
+                previous = read_marker(marker)
+            except StateError as exc:  # the driver names the problem at commit
+                logger.info("ordered-agg sink: %s", exc)
+        work = run_task(self.config.wiring_view(), batch_id, table, batch_name(batch_id),
+                        f"t{partition:05d}a{attempt}-{uuid.uuid4().hex[:8]}", previous,
+                        directory)
+        return SinkCommitMessage(batch_id, partition, attempt, str(final), table.num_rows, work)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Merge, aggregate and write the batch; refuse it when a task failed.
@@ -197,8 +223,9 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         if wrong or len(staged) != len(messages):
             raise StateError(f"ordered-agg sink: batch {batchId} received commit messages of "
                              f"batches {sorted(set(wrong))} or of another writer")
-        files = [m.file for m in sorted(staged, key=lambda m: m.partition) if m.file]
-        SinkCommitter(self.config).commit_batch(batchId, files)
+        written = [m for m in sorted(staged, key=lambda m: m.partition) if m.file]
+        SinkCommitter(self.config).commit_batch(batchId, [m.file for m in written if m.file],
+                                                [m.work for m in written])
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Delete what the tasks of this batch staged; nothing was committed.
@@ -240,3 +267,48 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
                               f"returned): {exc}") from exc
         SinkCommitter(config).claim()  # a stateLocation of another query fails here too
         return OrderedAggStreamWriter(config)
+
+
+def partition_for_sink(df: Any, options: Mapping[str, str],
+                       partitions: int | None = None) -> Any:
+    """Repartition a stream so each partition group's rows reach exactly one write task.
+
+    Parameters
+    ----------
+    df:
+        The streaming DataFrame to be written with ``writeStream.format("ordered-agg")``.
+    options:
+        The sink options (``keyColumns`` and ``partitionGroups`` decide the groups).
+    partitions:
+        Number of write tasks (Spark's shuffle partitions); default
+        ``spark.sql.shuffle.partitions``.
+
+    Notes
+    -----
+    A ``mapInArrow`` step computes each row's partition group with the runtime's own stable key
+    hash (the one the sink uses) and ``repartition`` moves the rows by it, so every group is
+    merged and aggregated by one task on an executor. Without it the sink stays correct, but a
+    group whose rows reach several tasks is merged on the driver (``groups_on_driver`` in the
+    commit record). The shuffle is Spark's own; the column is dropped again before the sink.
+    """
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+
+    config = parse_sink_options(options)
+    keys, groups = list(config.spec.key_columns), config.spec.partition_groups
+    column = "__ordered_agg_group"
+    schema = StructType([*df.schema.fields, StructField(column, IntegerType(), False)])
+
+    def with_group(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            ids = (assign_to_partition_group(key_hash(table, keys), groups) if keys
+                   else [0] * batch.num_rows)
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(ids, pa.int32())], [*batch.schema.names, column])
+
+    tagged = df.mapInArrow(with_group, schema)
+    moved = (tagged.repartition(partitions, column) if partitions
+             else tagged.repartition(column))
+    return moved.drop(column)

@@ -1,4 +1,4 @@
-"""The ``ordered-agg`` sink's driver side, without Spark: options, on-disk layout, commits.
+"""The ``ordered-agg`` sink's driver side, without Spark: on-disk layout and commits.
 
 :class:`SinkCommitter` turns the rows that executors staged for one batch id into result
 Parquet files and a new state version, idempotently (see :mod:`spark_stream_sched.spark.sink`
@@ -7,23 +7,20 @@ for the whole protocol). Nothing here imports pyspark, so it is tested without a
 
 from __future__ import annotations
 
+import base64
 import logging
 import shutil
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spark_stream_sched.errors import ConfigError, InputError, StateError
-from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec, spec_from_options
-from spark_stream_sched.runtime.query.names import normalise_options, one_name, query_required
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.packets import TS_MAX
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
-from spark_stream_sched.runtime.query.spec import SpecView
 from spark_stream_sched.runtime.state.atomic import atomic_write
 from spark_stream_sched.runtime.state.commit_log import (
     FINAL,
@@ -34,131 +31,30 @@ from spark_stream_sched.runtime.state.commit_log import (
     owner_record,
     read_marker,
     read_markers,
-    read_state,
-    state_file,
     write_marker,
-    write_state,
 )
 from spark_stream_sched.runtime.state.lock import LocationLock
 from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
-from spark_stream_sched.spark.options import int_option
+from spark_stream_sched.spark.sink_apply import (
+    Applied,
+    Staged,
+    apply_batch,
+    check_previous,
+    finish_groups,
+    staged_schema,
+)
+from spark_stream_sched.spark.sink_groups import TaskWork, groups_dir
+from spark_stream_sched.spark.sink_options import (
+    SinkConfig,
+    parse_sink_options,
+    runtime_schema,
+)
 from spark_stream_sched.testing.faults import crash_point
 
 logger = logging.getLogger(__name__)
 
-#: Canonical sink option names; Spark passes them lower-cased.
-SINK_OPTION_NAMES: tuple[str, ...] = (
-    "path", "inputs", "inputColumn", "timestampColumn", "keyColumns", "window", "slide",
-    "aggregates", "outOfOrder", "stateLocation", "checkpointLocation", "sequenceColumn",
-    "endOfInputColumn", "keepVersions", "queryName", "where", "operators",
-)
-SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
 #: Version of the on-disk layout (commit markers and state files).
-SINK_FORMAT_VERSION = 1
-
-
-# -- options -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SinkConfig(SpecView):
-    """The validated options of one ``ordered-agg`` sink (picklable, immutable).
-
-    ``spec`` is what the query computes (the same :class:`QuerySpec` the source, job configs
-    and the CLI build); the other fields wire Spark's rows to it and say where results go.
-    """
-
-    spec: QuerySpec
-    path: str
-    input_column: str
-    state_location: str
-    sequence_column: str | None
-    end_column: str | None
-    keep_versions: int
-    checkpoint_location: str | None = None
-
-    def wiring(self) -> dict[str, str | None]:
-        """Options besides the spec that are fixed for a stateLocation (named as written)."""
-        return {"inputColumn": self.input_column, "sequenceColumn": self.sequence_column,
-                "endOfInputColumn": self.end_column}
-
-    def fingerprint(self) -> str:
-        """The query's fingerprint (:meth:`QuerySpec.fingerprint`; wiring is recorded apart)."""
-        return self.spec.fingerprint()
-
-
-def _state_location(opts: Mapping[str, str]) -> str:
-    if opts.get("stateLocation", "").strip():
-        return opts["stateLocation"].strip()
-    if opts.get("checkpointLocation", "").strip():
-        return str(Path(opts["checkpointLocation"].strip()) / "ordered-agg-sink")
-    raise ConfigError("the ordered-agg sink needs option stateLocation or a checkpointLocation "
-                      "(.option('checkpointLocation', ...)) to keep its state")
-
-
-def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
-    """Parse and validate the sink options (keys in any case).
-
-    Raises
-    ------
-    ConfigError
-        Unknown option (with a suggestion), missing required option or malformed value.
-
-    Notes
-    -----
-    Called on the driver. Column checks against the stream's schema happen in
-    :func:`make_stream_writer`.
-    """
-    opts = normalise_options(options, SINK_OPTION_NAMES, query_required(SINK_REQUIRED, options),
-                             "ordered-agg sink")
-    seq = opts.get("sequenceColumn", "").strip()
-    end = opts.get("endOfInputColumn", "").strip()
-    return SinkConfig(
-        spec=spec_from_options(opts, int_option("inputs", opts["inputs"], 1)),
-        path=opts["path"].strip(),
-        input_column=one_name("inputColumn", opts.get("inputColumn", "input")),
-        state_location=_state_location(opts),
-        sequence_column=one_name("sequenceColumn", seq) if seq else None,
-        end_column=one_name("endOfInputColumn", end) if end else None,
-        keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1),
-        checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
-    )
-
-
-def check_schema(config: SinkConfig, schema: pa.Schema) -> None:
-    """Check the stream's columns against the options; ConfigError naming what is wrong.
-
-    Notes
-    -----
-    Called on the driver when the query starts, so a bad column fails at ``start()``.
-    """
-    def field(name: str, option: str) -> pa.Field:
-        if name not in schema.names:
-            raise ConfigError(f"option {option}={name!r}: no such column in the stream; "
-                              f"columns are {schema.names}")
-        return schema.field(name)
-
-    if not pa.types.is_integer(field(config.input_column, "inputColumn").type):
-        raise ConfigError(f"option inputColumn={config.input_column!r}: the input id must be an "
-                          f"integer column, got {schema.field(config.input_column).type}")
-    if config.end_column is not None and not pa.types.is_boolean(
-            field(config.end_column, "endOfInputColumn").type):
-        raise ConfigError(f"option endOfInputColumn={config.end_column!r} must be a boolean "
-                          f"column")
-    if config.sequence_column is not None:
-        field(config.sequence_column, "sequenceColumn")
-    # Building the operator checks the timestamp, key and aggregate columns.
-    _new_query(config, runtime_schema(config, schema))
-
-
-def runtime_schema(config: SinkConfig, schema: pa.Schema) -> pa.Schema:
-    """Return the schema of the rows given to the runtime (no input-id/end/sequence columns)."""
-    drop = {config.input_column, config.end_column, config.sequence_column}
-    return pa.schema([f for f in schema if f.name not in drop])
-
-
-def _new_query(config: SinkConfig, schema: pa.Schema) -> OrderedAggregation:
-    return config.spec.build(schema)
+SINK_FORMAT_VERSION = 2
 
 
 # -- on-disk layout (runtime/state/commit_log.py has the commit log, owner and state files) ---
@@ -259,26 +155,26 @@ class SinkCommitter:
                 f"output path")
         return before[-1] if before else None
 
-    def _load(self, record: dict[str, Any] | None) -> OrderedAggregation | None:
-        if record is None or record["state"] is None:
-            return None
+    def _check_fingerprint(self, record: dict[str, Any] | None) -> None:
+        if record is None:
+            return
+        check_previous(record, self.location)
         if record.get("fingerprint") != self.config.fingerprint():
             raise StateError(f"ordered-agg sink state in {self.location} was "
                              f"written with other options (window, keys, aggregates, inputs...); "
                              f"use a new checkpoint/stateLocation for a changed query")
-        data = read_state(self.location, record)
-        try:
-            return OrderedAggregation.restore(data)
-        except StateError as exc:
-            raise StateError(f"state file {state_file(self.location, record)} "
-                             f"cannot be restored ({exc}); use a new checkpointLocation, "
-                             f"stateLocation and output path") from exc
 
-    def commit_batch(self, batch_id: int, staged_files: Sequence[str]) -> dict[str, Any]:
-        """Commit one micro-batch from its staged Arrow files; return its commit record.
+    def commit_batch(self, batch_id: int, staged_files: Sequence[str],
+                     works: Sequence[TaskWork | None] | None = None) -> dict[str, Any]:
+        """Commit one micro-batch from its staged files and the tasks' reports.
 
-        A batch id that is already committed *by this query* is a replay: nothing is written and
-        the existing record is returned (with ``"replayed": True``).
+        Returns the batch's commit record.
+
+        ``works[k]`` is what the task that staged ``staged_files[k]`` did on the executor
+        (:func:`~spark_stream_sched.spark.sink_groups.run_task`); None (or no ``works``) leaves
+        that file's groups to the driver. A batch id that is already committed *by this query*
+        is a replay: nothing is written and the existing record is returned (with
+        ``"replayed": True``).
 
         Raises
         ------
@@ -286,6 +182,7 @@ class SinkCommitter:
             The state location belongs to another query, the previous batch's marker is
             missing, the sink was finished, or state is missing or corrupt.
         """
+        started = time.process_time()
         with LocationLock(self.location, "ordered-agg sink").hold():
             self.claim()
             marker = commit_path(self.location, batch_name(batch_id))
@@ -299,16 +196,26 @@ class SinkCommitter:
                                  f"finish_sink() closed every input; use a new "
                                  f"checkpoint/stateLocation")
             previous = self._previous(batch_id)
-            table = _read_staged(staged_files)
-            query = self._load(previous)
-            finished = set(previous["finished"]) if previous else set()
-            if query is None and table is not None:
-                query = _new_query(self.config, runtime_schema(self.config, table.schema))
-            rows_in, out = 0, None
-            if query is not None and table is not None:
-                rows_in, out = self._apply(query, table, finished, batch_id)
-            return self._record(batch_id, batch_name(batch_id), query, out, rows_in, finished,
-                                order=batch_id)
+            self._check_fingerprint(previous)
+            works = list(works) if works is not None else [None] * len(staged_files)
+            staged = [Staged(f, w) for f, w in zip(staged_files, works, strict=True)]
+            schema = staged_schema(staged_files)
+            if schema is None:  # no row in this batch: the state stays as it was
+                applied = Applied(None, dict((previous or {}).get("groups", {})),
+                                  list((previous or {}).get("input_max")
+                                       or [None] * self.config.n_inputs),
+                                  set((previous or {}).get("finished", [])),
+                                  (previous or {}).get("ready_bound"), 0,
+                                  int((previous or {}).get("dropped") or 0))
+                return self._record(batch_id, batch_name(batch_id), applied, previous,
+                                    order=batch_id, started=started)
+            applied = apply_batch(self.config.wiring_view(), batch_id, batch_name(batch_id),
+                                  previous or {}, staged, runtime_schema(self.config, schema))
+            applied.stats["ts_is_timestamp"] = pa.types.is_timestamp(
+                schema.field(self.config.timestamp_column).type)
+            applied.stats["schema"] = encode_schema(runtime_schema(self.config, schema))
+            return self._record(batch_id, batch_name(batch_id), applied, previous, order=batch_id,
+                                started=started)
 
     def finish(self) -> dict[str, Any] | None:
         """Finish every input and write the windows still open; idempotent.
@@ -326,75 +233,52 @@ class SinkCommitter:
             if not records:
                 return None
             previous = records[-1]
-            query = self._load(previous)
-            finished = set(previous["finished"])
-            out = None
-            if query is not None:
-                for i in range(self.config.n_inputs):
-                    if i not in finished:
-                        query.finish(i)
-                finished = set(range(self.config.n_inputs))
-                out = query.poll()
-            return self._record(FINAL, FINAL, query, out, 0, finished,
+            self._check_fingerprint(previous)
+            out, names = None, dict(previous.get("groups", {}))
+            if previous.get("schema") is not None:
+                out, names = finish_groups(self.config.wiring_view(), FINAL, previous,
+                                           decode_schema(previous["schema"]))
+            applied = Applied(out, names, list(previous["input_max"]),
+                              set(range(self.config.n_inputs)), TS_MAX, 0,
+                              int(previous.get("dropped") or 0))
+            return self._record(FINAL, FINAL, applied, previous,
                                 order=int(previous["batch_id"]) + 1)
 
     # -- steps ---------------------------------------------------------------------------------
 
-    def _apply(self, query: OrderedAggregation, table: pa.Table, finished: set[int],
-               batch_id: int) -> tuple[int, pa.Table]:
-        cfg = self.config
-        ids = _input_ids(table, cfg, batch_id)
-        ends = np.zeros(len(ids), dtype=bool)
-        if cfg.end_column is not None:
-            ends = table.column(cfg.end_column).fill_null(False).to_numpy(zero_copy_only=False)
-        rows_in = 0
-        newly_finished = []
-        for i in range(cfg.n_inputs):
-            mine = ids == i
-            data_rows = mine & ~ends
-            if data_rows.any():
-                if i in finished:
-                    raise InputError(f"ordered-agg sink: batch {batch_id} has rows for input {i}, "
-                                     f"which was declared finished by an end-of-input row")
-                part = table.filter(pa.array(data_rows))
-                query.push(i, _order_within_batch(part, cfg))
-                rows_in += int(data_rows.sum())
-            if (mine & ends).any() and i not in finished:
-                newly_finished.append(i)
-        for i in newly_finished:
-            query.finish(i)
-            finished.add(i)
-        return rows_in, query.poll()
-
-    def _record(self, batch_id: int | str, name: str, query: OrderedAggregation | None,
-                out: pa.Table | None, rows_in: int, finished: set[int],
-                order: int) -> dict[str, Any]:
+    def _record(self, batch_id: int | str, name: str, applied: Applied,
+                previous: dict[str, Any] | None, order: int,
+                started: float | None = None) -> dict[str, Any]:
         step = {"batch": batch_id}
+        previous = previous or {}
+        schema = applied.stats.pop("schema", previous.get("schema"))
+        is_ts = applied.stats.pop("ts_is_timestamp", previous.get("ts_is_timestamp", False))
+        out = applied.output
         output = None
-        if out is not None and out.num_rows and query is not None:
+        if out is not None and out.num_rows:
             output = f"part-{name}.parquet"
             atomic_write(str(Path(self.config.path) / output),
-                         _parquet_bytes(_window_types(out, query)))
+                         _parquet_bytes(bounds_as_timestamps(out) if is_ts else out))
         crash_point("sink.output_written", **step)
-        state_name, digest = None, None
-        if query is not None:
-            state_name, digest = write_state(self.location, name, query.snapshot())
+        # group state files were written by the tasks and apply_batch, before the marker
         crash_point("sink.state_written", **step)
         record = {
             "format_version": SINK_FORMAT_VERSION, "batch_id": batch_id, "order": order,
-            "rows_in": rows_in, "rows_out": 0 if out is None else out.num_rows,
-            "output": output, "state": state_name, "state_sha256": digest,
-            "finished": sorted(finished), "fingerprint": self.config.fingerprint(),
-            "ready_bound": None if query is None else query.merge.ready_bound,
-            "dropped": None if query is None else query.merge.dropped,
+            "rows_in": applied.rows_in, "rows_out": 0 if out is None else out.num_rows,
+            "output": output, "groups": applied.groups, "input_max": applied.input_max,
+            "finished": sorted(applied.finished), "fingerprint": self.config.fingerprint(),
+            "ready_bound": applied.bound, "dropped": applied.dropped, "schema": schema,
+            "ts_is_timestamp": is_ts, **applied.stats,
         }
+        if started is not None:  # the driver's CPU time for the whole commit, output included
+            record["driver_cpu_s"] = round(time.process_time() - started, 6)
         write_marker(self.location, name, record)
         crash_point("sink.marker_written", **step)
         if isinstance(batch_id, int):
             self._drop_staging(batch_id)
-        self._prune()
-        logger.info("ordered-agg sink: committed %s: %d rows in, %d rows out", name, rows_in,
-                    record["rows_out"])
+        self._prune(name)
+        logger.info("ordered-agg sink: committed %s: %d rows in, %d rows out", name,
+                    applied.rows_in, record["rows_out"])
         return record
 
     def _drop_staging(self, batch_id: int) -> None:
@@ -406,65 +290,31 @@ class SinkCommitter:
             if directory.name <= batch_name(batch_id):
                 shutil.rmtree(directory, ignore_errors=True)
 
-    def _prune(self) -> None:
-        """Keep the state files of the last ``keep_versions`` commits."""
-        keep = {r["state"] for r in read_commits(self.config)[-self.config.keep_versions:]}
-        directory = Path(self.location) / "state"
+    def _prune(self, committed: str) -> None:
+        """Delete unreferenced group state files of batches up to ``committed``.
+
+        Files named by the last ``keep_versions`` commits stay, as do files of later,
+        uncommitted batches.
+        """
+        keep = {name for r in read_commits(self.config)[-self.config.keep_versions:]
+                for name in (r.get("groups") or {}).values()}
+        directory = groups_dir(self.location)
+        if not directory.is_dir():
+            return
         for path in directory.glob("*.state"):
-            if path.name not in keep:
+            written_in = path.name.split("-", 1)[1] if "-" in path.name else ""
+            if path.name not in keep and written_in[:len(committed)] <= committed:
                 path.unlink(missing_ok=True)
 
 
-def _window_types(out: pa.Table, query: OrderedAggregation) -> pa.Table:
-    """Give ``window_start``/``window_end`` the input's timestamp type (UTC micros) if it has one.
-
-    Integer event times stay int64 milliseconds, as in the ``ordered-agg`` source.
-    """
-    assert query.merge.schema is not None
-    ts_type = query.merge.schema.field(query.merge.ts_column).type
-    return bounds_as_timestamps(out) if pa.types.is_timestamp(ts_type) else out
+def encode_schema(schema: pa.Schema) -> str:
+    """An Arrow schema as base64 text (for the commit marker)."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
-def _read_staged(files: Sequence[str]) -> pa.Table | None:
-    tables = []
-    for name in files:
-        try:
-            with pa.memory_map(name) as source:
-                tables.append(pa.ipc.open_file(source).read_all())
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise StateError(f"staged file {name} cannot be read ({exc}); the batch cannot be "
-                             f"committed; restart the query from its checkpoint") from exc
-    if not tables:
-        return None
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
-def _input_ids(table: pa.Table, cfg: SinkConfig, batch_id: int) -> np.ndarray:
-    column = table.column(cfg.input_column)
-    if column.null_count:
-        raise InputError(f"ordered-agg sink: batch {batch_id}: column {cfg.input_column!r} "
-                         f"(the input id) is null in {column.null_count} rows")
-    ids = np.asarray(column.to_numpy(), dtype=np.int64)
-    bad = (ids < 0) | (ids >= cfg.n_inputs)
-    if bad.any():
-        raise InputError(f"ordered-agg sink: batch {batch_id}: input id {int(ids[bad][0])} in "
-                         f"column {cfg.input_column!r} is outside 0..{cfg.n_inputs - 1} "
-                         f"(option inputs={cfg.n_inputs})")
-    return ids
-
-
-def _sortable(kind: pa.DataType) -> bool:
-    return not (pa.types.is_nested(kind) or pa.types.is_dictionary(kind))
-
-
-def _order_within_batch(part: pa.Table, cfg: SinkConfig) -> pa.Table:
-    """Order one input's rows of one batch by ts, then by sequence column or row values."""
-    part = part.drop_columns([c for c in (cfg.input_column, cfg.end_column) if c])
-    ties = ([cfg.sequence_column] if cfg.sequence_column else
-            [f.name for f in part.schema if f.name != cfg.timestamp_column and _sortable(f.type)])
-    keys = [(c, "ascending", "at_start") for c in [cfg.timestamp_column, *ties]]
-    ordered = part.take(pc.sort_indices(part, sort_keys=keys))
-    return ordered.drop_columns([cfg.sequence_column]) if cfg.sequence_column else ordered
+def decode_schema(text: str) -> pa.Schema:
+    """Inverse of :func:`encode_schema`."""
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
 def finish_sink(options: Mapping[str, str]) -> dict[str, Any] | None:

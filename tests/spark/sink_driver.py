@@ -1,10 +1,12 @@
 """Driver program of the sink's SIGKILL tests: file streams -> ``ordered-agg`` sink.
 
 Usage: ``python -m tests.spark.sink_driver <job.json>`` where the JSON holds ``dirs`` (one
-Parquet directory per input), ``options`` (the sink options) and ``files_per_trigger``. The
-query runs with ``Trigger.AvailableNow``, then :func:`finish_sink` flushes the last windows;
-``DONE`` is printed at the end. Crash points (``spark_stream_sched.testing.faults``) are armed
-through the environment by the test.
+Parquet directory per input), ``options`` (the sink options), ``files_per_trigger`` and
+``partitioned`` (feed the sink through
+:func:`~spark_stream_sched.spark.sink.partition_for_sink`). The query runs with
+``Trigger.AvailableNow``, then :func:`finish_sink` flushes the last windows; ``DONE`` is
+printed at the end. Crash points (``spark_stream_sched.testing.faults``) are armed through the
+environment by the test.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def main() -> None:
     frame = file_streams(spark, dirs, "parquet", schema, job["files_per_trigger"],
                          with_position=True)
     frame = frame.drop("dc").withColumnRenamed("input_id", "dc")
+    if job.get("partitioned"):  # each partition group's rows to one write task
+        frame = sink.partition_for_sink(frame, job["options"])
     query = (frame.writeStream.format("ordered-agg").options(**job["options"])
              .trigger(availableNow=True).start())
     query.awaitTermination()

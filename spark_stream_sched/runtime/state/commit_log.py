@@ -58,7 +58,7 @@ def commit_path(location: str, name: str) -> Path:
 def read_marker(path: Path) -> dict[str, Any]:
     """Read one commit marker; a truncated or foreign file is a StateError naming it."""
     record = read_record(str(path), "ordered-agg sink commit marker", _DAMAGED)
-    if "batch_id" not in record or "state" not in record:
+    if "batch_id" not in record or ("state" not in record and "groups" not in record):
         raise StateError(f"ordered-agg sink commit marker {path} is not a commit record; "
                          f"restore it or start the query with new locations")
     return record

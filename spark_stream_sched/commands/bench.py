@@ -10,6 +10,9 @@ Sub-commands (each prints a table, or JSON with ``--json``):
 * ``bench keyed``  -- a keyed operator on W threads: hybrid vs partitioned queue under key skew
   (seed 002 §7.2.1), a clickstream pipeline per §6 heuristic, and the rows of
   ``bench/keyed_sessions.py`` (hooked in ``spark_stream_sched.bench.keyed._sessions_rows``).
+* ``bench adaptation`` -- seed 003 figs 9, 11, 16, 21 on the runtime's 3-way join: disk
+  adaptation, clean-up cost, distributed adaptation, lazy-disk vs active-disk.
+* ``bench join``   -- the runtime's 2/3-way join alone vs a pandas merge and DuckDB.
 * ``bench all``    -- all of them, one after another.
 
 To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
@@ -25,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from spark_stream_sched.bench import adaptation as adaptation_bench
+from spark_stream_sched.bench import join_alone as join_bench
 from spark_stream_sched.bench import keyed as keyed_bench
 from spark_stream_sched.bench import spark_native
 from spark_stream_sched.bench import strategies as strategies_bench
@@ -115,7 +120,7 @@ def _format_window(results: Results) -> str:
 # -- all --------------------------------------------------------------------------------------
 
 #: What ``bench all`` runs, in order (``--quick`` makes each a smoke run).
-ALL = ("merge", "window", "strategies", "spark", "keyed")
+ALL = ("merge", "window", "strategies", "spark", "keyed", "adaptation", "join")
 #: Flags of ``bench all`` handed on to every benchmark it runs.
 SHARED_FLAGS = ("repeat", "seed", "quick", "no_progress")
 
@@ -152,6 +157,8 @@ BENCHES: dict[str, Bench] = {
     "spark": Bench(*spark_native.BENCH),
     # keyed: its run also appends bench.keyed_sessions.run_sessions_bench rows when present
     "keyed": keyed_bench.register(Bench),
+    "adaptation": adaptation_bench.register(Bench),
+    "join": join_bench.register(Bench),
     "all": Bench("every benchmark above, one after another (--quick: smoke runs)",
                  lambda parser: None, _run_all, _format_all),
 }

@@ -76,6 +76,7 @@ from spark_stream_sched.runtime.keyed.join_state import (
     fold_groups,
     unfold_groups,
 )
+from spark_stream_sched.runtime.keyed.join_transfer import GroupState, give_state, take_state
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
@@ -201,11 +202,7 @@ class Join(KeyedOperator):
         rows = rows.select(self.input_schema.names).cast(self.input_schema)
         ms = event_times(rows, self.ts_column, self._where)
         self._check_inputs(rows)
-        hashes = key_hash(rows, self.key_columns)
-        valid = np.ones(rows.num_rows, bool)
-        for name in self.key_columns:
-            valid &= np.asarray(rows.column(name).is_valid().to_numpy(zero_copy_only=False))
-        group_of = assign_to_partition_group(hashes >> np.uint64(32), self.n_groups)
+        hashes, valid, group_of = self._route(rows)
         stored = rows.append_column(KEY, pa.array(hashes, pa.uint64())).append_column(
             MS, pa.array(ms, pa.int64()))
         probed = []
@@ -221,6 +218,14 @@ class Join(KeyedOperator):
             self._purge(bound - self.within)
         self._push()
         return pa.concat_tables([self._ordered(probed), self._ordered(cleaned)])
+
+    def _route(self, rows: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Key hashes, non-null-key mask and partition group of every row."""
+        hashes = key_hash(rows, self.key_columns)
+        valid = np.ones(rows.num_rows, bool)
+        for name in self.key_columns:
+            valid &= np.asarray(rows.column(name).is_valid().to_numpy(zero_copy_only=False))
+        return hashes, valid, assign_to_partition_group(hashes >> np.uint64(32), self.n_groups)
 
     def _check_inputs(self, rows: pa.Table) -> None:
         inputs = np.asarray(rows.column(INPUT_COL).to_numpy(), np.int64)
@@ -263,10 +268,40 @@ class Join(KeyedOperator):
             return
         for group in choose_pushes(self._groups, self.memory_budget, self.push_fraction,
                                    self._now, self.inactive_after):
+            self.push_group(group.gid)
+
+    # -- distributed adaptation hooks (seed 003 §5.1): route, move and push one group ---------
+
+    def group_of(self, rows: pa.Table) -> np.ndarray:
+        """Partition group of each row (-1: a null key); the router (§3.1 *split*) uses it."""
+        _, valid, groups = self._route(rows)
+        return np.where(valid, groups, -1)
+
+    def take_group(self, gid: int) -> GroupState:
+        """Detach group ``gid``'s state between updates (:mod:`.join_transfer`); left empty."""
+        return take_state(self._groups[self._gid(gid)], self._spill, self._stored)
+
+    def give_group(self, state: GroupState) -> None:
+        """Install a state from :meth:`take_group` of an instance of the same query."""
+        give_state(self._groups[self._gid(state.gid)], self._spill, self._stored, state)
+
+    def push_group(self, gid: int) -> int:
+        """Push group ``gid``'s memory part to disk now (a plan's push, §4.3); bytes pushed."""
+        group = self._groups[self._gid(gid)]
+        size = group.size
+        if group.memory.num_rows:
             last = int(column(group.memory, MS, np.int64)[-1])
             group.generations.append(self._spill.write(group.gid, group.memory, last))
             group.memory = self._stored.empty_table()
             self.pushes += 1
+        return size
+
+    def _gid(self, gid: int) -> int:
+        """``gid`` if it names a group (ConfigError otherwise)."""
+        if not 0 <= gid < self.n_groups:
+            raise ConfigError(f"{self._where}: partition group {gid} does not exist; groups "
+                              f"are 0..{self.n_groups - 1}")
+        return gid
 
     # -- clean-up stage (seed 003 §4.2, Eq. 1) -----------------------------------------------
 
@@ -349,6 +384,18 @@ class Join(KeyedOperator):
             "groups": groups,
         }
         return encode(KIND, meta, {"schema": self.input_schema.empty_table(), **tables})
+
+    def close(self) -> None:
+        """Delete the generation files and the spill directory; the operator is done.
+
+        For a caller that keeps the state in :meth:`snapshot` bytes only (the Spark source
+        restores the join every micro-batch, re-spilling its generations).
+        """
+        for group in self._groups:
+            for generation in group.generations:
+                self._spill.delete(generation)
+            group.generations = []
+        self._spill.close()
 
     @classmethod
     def restore(cls, data: bytes) -> Join:

@@ -38,7 +38,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from spark_stream_sched.errors import InputError
+from spark_stream_sched.errors import InputError, StateError
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.merge import release_ready
 from spark_stream_sched.runtime.packets import (
@@ -63,10 +63,12 @@ log = logging.getLogger(__name__)
 
 #: Name of the processor's one state variable (``stateVarName`` of the ``statestore`` reader).
 STATE_NAME = "ordered"
-#: Its schema: pending rows (Arrow IPC), operator snapshot, last ready bound used (ms).
+#: Its schema: pending rows (Arrow IPC), operator snapshot, last ready bound used (ms), and
+#: the fingerprint of the query that wrote it (a changed definition is refused on restart).
 STATE_SCHEMA = StructType([StructField("pending", BinaryType()),
                            StructField("operator", BinaryType()),
-                           StructField("bound", LongType())])
+                           StructField("bound", LongType()),
+                           StructField("fingerprint", StringType())])
 _MICROS = pa.timestamp("us", tz="UTC")
 
 
@@ -239,7 +241,7 @@ class OrderedProcessor(StatefulProcessor):
         out = operator.update(released, bound)
         rest = rest.drop_columns([SEQ_COL])
         used = last_bound if bound is None else bound
-        self._state.update((to_ipc(rest), operator.snapshot(), used))
+        self._state.update((to_ipc(rest), operator.snapshot(), used, self.spec.fingerprint()))
         self._keep_timer(watermark, rest.num_rows > 0 or operator.state_bytes > 0)
         if out.num_rows:
             yield encode_rows(self._in_output_order(out, operator), self.wire_out)
@@ -251,7 +253,13 @@ class OrderedProcessor(StatefulProcessor):
             return empty, None, None
         value = self._state.get()
         assert value is not None
-        pending, snapshot, bound = value
+        pending, snapshot, bound, written_by = value
+        if written_by != self.spec.fingerprint():
+            raise StateError(
+                f"ordered(): the state in this query's checkpoint was written by another query "
+                f"definition (fingerprint {written_by}, this query {self.spec.fingerprint()}): "
+                f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
+                f"the state would mix two queries; restart with a new checkpointLocation")
         return from_ipc(bytes(pending)), bytes(snapshot), None if bound is None else int(bound)
 
     def _append(self, pending: pa.Table, new: pa.Table, last_bound: int | None) -> pa.Table:

@@ -302,3 +302,27 @@ def test_the_package_exports_the_transformation_lazily() -> None:
     assert package.configure is transform.configure
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         package.nothing  # noqa: B018
+
+
+def test_changed_definition_on_restart_is_refused(spark: Any, tmp_path: Any) -> None:
+    """State written by one window definition is never merged into another's."""
+    root, checkpoint = str(tmp_path / "in"), str(tmp_path / "ck")
+    write_files(root, rows=90, files=2, end_marker=False)
+    held = tmp_path / "held"
+    held.mkdir()
+    for j in range(N_INPUTS):  # the last file of every input arrives after the restart
+        last = sorted(os.listdir(os.path.join(root, f"in{j}")))[-1]
+        os.rename(os.path.join(root, f"in{j}", last), held / f"{j}-{last}")
+    run(spark, root, checkpoint, max_files=10, end_of_input=None)
+    for j in range(N_INPUTS):
+        for name in sorted(p.name for p in held.iterdir() if p.name.startswith(f"{j}-")):
+            target = os.path.join(root, f"in{j}", name.split("-", 1)[1])
+            os.rename(held / name, target)
+            os.utime(target, (1_800_000_000, 1_800_000_000))
+    configure(spark)
+    changed = (ordered(streams(spark, root, 10), sequence="pos", timestamp="ts", keys=["meter"])
+               .window("20 seconds", "10 seconds").agg(*_split(AGGREGATES)))
+    started = (changed.writeStream.foreachBatch(lambda df, batch_id: df.count())
+               .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="written by another query definition"):
+        started.awaitTermination(timeout=300)

@@ -88,6 +88,24 @@ idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that h
                                  ready bound; its next row makes it active again. Rows it then
                                  sends below the bound already released are *late*: an error, or
                                  dropped with ``outOfOrder=drop``
+adaptation             none      distributed adaptation of partition groups across the Spark
+                                 tasks at micro-batch boundaries (seed 003 §5-§6): ``none``
+                                 (each task owns a fixed range of groups), ``lazy-disk`` (move
+                                 the most productive groups from the fullest task to the
+                                 emptiest when ``M_l/M_m < thetaD``; push to disk only what
+                                 rebalancing cannot hold) or ``active-disk`` (also push the
+                                 low-output task's least productive groups when memory is
+                                 balanced but ``MaxRate/MinRate > thetaF``). Decisions come from
+                                 the previous batch's recorded metrics and are recorded with the
+                                 batch (``<stateLocation>/assignments``), so replays repeat them;
+                                 pushes apply only when the last operator is a ``join`` and
+                                 there is no window. See docs/state_store.md
+thetaD                 0.8       move groups when ``M_l / M_m < thetaD``, in (0, 1]
+thetaF                 2.0       active-disk pushes when ``MaxRate / MinRate > thetaF`` (>= 1)
+stateMemoryBudget      (none)    bytes of partition-group state in memory per task, e.g.
+                                 ``512m``: a task above it pushes its least productive groups
+                                 (with adaptation); also the size of the committed-state cache
+                                 of each Python worker (default 256m)
 (path)                 refused   ``load(path)`` / option ``path`` is refused with a pointer to
                                  ``inputs`` (a query merges several streams; ``path`` names one)
 =====================  ========  =================================================================
@@ -112,6 +130,11 @@ import pyarrow as pa
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import canonical_format
 from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
+from spark_stream_sched.runtime.query.distribution import (
+    ADAPTATION_OPTIONS,
+    AdaptationConfig,
+    adaptation_from_options,
+)
 from spark_stream_sched.runtime.query.names import (
     did_you_mean,
     normalise_options,
@@ -124,7 +147,7 @@ OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
     "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
-    "operators",
+    "operators", *ADAPTATION_OPTIONS,
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 #: Required by a batch read (``spark.read``), which keeps its state in memory.
@@ -165,6 +188,7 @@ class SourceConfig(SpecView):
     idle_timeout_ms: int | None = None
     workers: int = 1
     late_files: str = "fail"
+    adaptation: AdaptationConfig = AdaptationConfig()
 
 
 def parse_duration(option: str, text: str) -> int:
@@ -298,4 +322,5 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
         late_files=choice_option("lateFiles", opts.get("lateFiles", "fail"), LATE_FILES),
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),
+        adaptation=adaptation_from_options(opts),
     )

@@ -11,6 +11,10 @@ them)::
 
     <stateLocation>/batches/<version>/task-0000.arrow     version = the end offset's state version
 
+The task of a row is the task its partition group is assigned to: contiguous ranges of groups,
+or under distributed adaptation the batch's recorded assignment
+(``runtime/state/assignments.py``), so the split follows groups wherever they moved.
+
 ``read()`` (runs on executors) memory-maps its file. A task that finds no file (its batch was
 planned before this layout, or the file was removed) falls back to reading the rows itself and
 keeping its groups' rows, which gives the same rows.
@@ -30,15 +34,14 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.keys import group_range_for_task
-from spark_stream_sched.runtime.state import versions
 from spark_stream_sched.runtime.state.atomic import spill_error
+from spark_stream_sched.runtime.state.group_store import IncrementalGroupStore
 from spark_stream_sched.spark.offsets import Offset, version_id
 from spark_stream_sched.spark.source_plan import SourcePlan, rows_between
 
@@ -61,9 +64,11 @@ def spill_root(location: str) -> str:
 
 
 def split_batch(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
-                end: Offset, n_tasks: int) -> SplitBatch:
+                end: Offset, n_tasks: int, task_of_group: Sequence[int] | None = None
+                ) -> SplitBatch:
     """Read the batch's rows once and write each task's rows to its own Arrow IPC file.
 
+    ``task_of_group[g]`` is the task of partition group ``g`` (None: contiguous ranges).
     Called on the driver by ``partitions()``. Late rows of formerly idle inputs are refused
     here with the runtime's error (``outOfOrder=fail``) or dropped (``drop``), once for the
     whole batch.
@@ -71,12 +76,15 @@ def split_batch(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Off
     c = plan.config
     rows = rows_between(plan, files, start, end)
     kept = plan.batch(()).drop_late(rows, start.ready_bound())
-    groups = group_ids(plan, kept).astype(np.int16)  # at most 4096 groups
-    # Stable radix sort by group: each task's rows are contiguous, and within a task each
+    groups = group_ids(plan, kept).astype(np.int32)
+    if task_of_group is None:
+        task_of_group = [t for t, r in enumerate(_ranges(n_tasks, c.partition_groups)) for _ in r]
+    # Stable sort by (task, group): each task's rows are contiguous, and within a task each
     # group's rows are one run in stream order (the per-group filters of GroupedBatch then
     # select runs, and each group's rows are the same as from the unsorted batch).
-    order = np.argsort(groups, kind="stable")
-    ends = np.searchsorted(groups[order], [r.stop for r in _ranges(n_tasks, c.partition_groups)])
+    tasks = np.asarray(task_of_group, np.int32)[groups]
+    order = np.argsort(tasks * c.partition_groups + groups, kind="stable")
+    ends = np.searchsorted(tasks[order], np.arange(1, n_tasks + 1))
     by_group = kept.take(pa.array(order))
     directory = os.path.join(spill_root(c.state_location), version_id(end))
     paths, first = [], 0
@@ -165,22 +173,16 @@ def prune(location: str, up_to: str | None) -> None:
 
 
 
-class VersionStore:
-    """Group state of one streaming batch: version ``start`` in, version ``end`` out.
+class VersionStore(IncrementalGroupStore):
+    """Group state of one streaming batch of task ``task``: version ``start`` in, ``end`` out.
 
     The :class:`~spark_stream_sched.runtime.query.batch.GroupStore` of ``read()`` (runs on
-    executors).
+    executors): :class:`~spark_stream_sched.runtime.state.group_store.IncrementalGroupStore`
+    (the worker's state cache, incremental files and manifests) named by the batch's offsets.
     """
 
-    def __init__(self, location: str, start: Offset, end: Offset) -> None:
-        self.location, self.start, self.end = location, start, end
-
-    def load(self, group: int) -> versions.GroupState:
-        """State of ``group`` at ``start`` (empty at the initial offset)."""
-        if self.start == Offset.initial(len(self.start.cursors)):
-            return versions.GroupState()
-        return versions.load_group(self.location, group, version_id(self.start))
-
-    def save(self, states: dict[int, versions.GroupState], meta: dict[str, Any]) -> None:
-        """Write the groups' state as version ``end``."""
-        versions.save_groups(self.location, version_id(self.end), states, meta)
+    def __init__(self, location: str, start: Offset, end: Offset, task: int = 0,
+                 cache_budget: int | None = None) -> None:
+        initial = start == Offset.initial(len(start.cursors))
+        super().__init__(location, None if initial else version_id(start), version_id(end),
+                         task, cache_budget=cache_budget)

@@ -15,14 +15,16 @@ A micro-batch:
   the offset alone;
 * driver, ``partitions(start, end)``: the manifest's files between the offsets (never a fresh
   listing); the batch's rows are read **once**, and each task's rows are written to its own file
-  (``spark/read_once.py``); one partition per range of partition groups;
+  (``spark/read_once.py``); one partition per task, running a range of partition groups or,
+  under distributed adaptation, the groups the batch's recorded assignment gives it
+  (``spark/source_tasks.py``, seed 003 §5-§6);
 * executor, ``read(partition)``: the task's rows through the runtime's one micro-batch entry,
   :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch` (per group: load state version
   ``start``, release rows with ``ts < R`` in the total order ``(ts, input, seq)``, write version
   ``end``), yielding the closed windows as Arrow batches of Spark's schema, each partition ordered
   by ``(window_end, window_start, keys)`` (Spark does not order rows across partitions);
-* driver, ``commit(end)``: prune state versions and per-task rows up to ``end``; merge the
-  batch's metrics files (``runtime/state/batch_metrics.py``).
+* driver, ``commit(end)``: prune state versions, per-task rows and old assignment records up
+  to ``end``; merge the batch's metrics files (``runtime/state/batch_metrics.py``).
 
 ``endOfInput`` (``exhausted`` / ``availableNow``) marks inputs finished so the last windows flush.
 One query per ``stateLocation``: the driver holds ``<stateLocation>/_lock`` from its first driver
@@ -62,8 +64,7 @@ from pyspark.sql.types import StructType
 from spark_stream_sched import inputs
 from spark_stream_sched.inputs import Cursor, FileManifest
 from spark_stream_sched.inputs.cursors import EventTimeCache
-from spark_stream_sched.runtime.keys import group_range_for_task
-from spark_stream_sched.runtime.state import batch_metrics, versions
+from spark_stream_sched.runtime.state import assignments, batch_metrics, versions
 from spark_stream_sched.runtime.state.lock import LocationLock
 from spark_stream_sched.spark import read_once
 from spark_stream_sched.spark.datasource import OrderedAggDataSource
@@ -86,15 +87,13 @@ from spark_stream_sched.spark.source_plan import (
     rows_between,
     to_spark,
 )
-from spark_stream_sched.spark.worker_errors import (
-    reported,
-)
+from spark_stream_sched.spark.source_tasks import plan_tasks
+from spark_stream_sched.spark.worker_errors import reported
 from spark_stream_sched.testing.faults import crash_point
 
 log = logging.getLogger(__name__)
 
 __all__ = ["OrderedAggDataSource", "OrderedAggStreamReader", "empty_input_message"]
-
 
 
 class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -318,13 +317,8 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                       for j, m in enumerate(manifests))
         for manifest, batch_files in zip(manifests, files, strict=True):
             manifest.check_unchanged(batch_files)
-        n_tasks = min(c.num_partitions, c.partition_groups)
         skipped = sum(m.skipped_count for m in manifests)
-        split = read_once.split_batch(self._plan, files, first, last, n_tasks)
-        return [GroupRangePartition(i, tuple(group_range_for_task(i, n_tasks, c.partition_groups)),
-                                    start, end, files, skipped, split.paths[i], split.rows_total,
-                                    split.late_dropped)
-                for i in range(n_tasks)]
+        return plan_tasks(self._plan, start, end, first, last, files, skipped)
 
     @reported
     def commit(self, end: dict[str, Any]) -> None:
@@ -339,6 +333,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         version = version_id(parse_offset(end, c.n_inputs))
         deleted = versions.prune(c.state_location, version)
         read_once.prune(c.state_location, version)
+        assignments.prune(c.state_location, version)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
         try:
             merged = batch_metrics.merge_batch(c.state_location, version)
@@ -389,8 +384,12 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if rows is None:  # planned without the split (or its file is gone): read and keep ours
             rows = read_once.own_rows(self._plan, partition.groups,
                                       rows_between(self._plan, partition.files, start, end))
-        result = self._plan.batch(partition.groups).run(
-            rows, VersionStore(location, start, end), start.ready_bound(), end.ready_bound())
+        store = VersionStore(location, start, end, partition.index,
+                             self._plan.config.adaptation.budget)
+        result = self._plan.batch(partition.groups, partition.pushes).run(
+            rows, store, start.ready_bound(), end.ready_bound())
+        result.metrics.update(store.metrics, task=partition.index,
+                              worker=batch_metrics.worker_identity())
         if partition.rows_total is not None:  # the batch's figures, not this task's share
             result.metrics.update(rows_read=partition.rows_total,
                                   late_dropped=partition.late_dropped)

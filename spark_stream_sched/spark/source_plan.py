@@ -64,10 +64,11 @@ class SourcePlan:
         ts_type = self.input_schema.field(self.config.timestamp_column).type
         return bool(pa.types.is_timestamp(ts_type))
 
-    def batch(self, groups: Sequence[int]) -> GroupedBatch:
-        """The runtime's micro-batch entry for the partition groups ``groups``."""
+    def batch(self, groups: Sequence[int], pushes: Sequence[int] = ()) -> GroupedBatch:
+        """The runtime's micro-batch entry for ``groups`` (``pushes``: pushed to disk first)."""
         c = self.config
-        return GroupedBatch(c.spec, self.input_schema, tuple(groups), c.scheduler, c.workers)
+        return GroupedBatch(c.spec, self.input_schema, tuple(groups), c.scheduler, c.workers,
+                            tuple(pushes))
 
     def output_arrow_schema(self) -> pa.Schema:
         """Arrow schema of the result rows before conversion to Spark's types."""
@@ -100,7 +101,10 @@ def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
 class GroupRangePartition(InputPartition):
     """One Spark task's work: the partition groups it owns and the batch's offsets.
 
-    Must be picklable: it is the only per-batch channel from the driver to ``read()``.
+    Must be picklable: it is the only per-batch channel from the driver to ``read()``. The
+    groups are a contiguous range, or under distributed adaptation the groups the batch's
+    recorded assignment gives this task (``runtime/state/assignments.py``), with ``pushes``
+    the ones whose join state it pushes to disk first.
     """
 
     index: int
@@ -115,6 +119,8 @@ class GroupRangePartition(InputPartition):
     #: rows of the whole batch and late rows the driver dropped (``outOfOrder=drop``)
     rows_total: int | None = None
     late_dropped: int = 0
+    #: groups of this task whose join state is pushed to disk before the batch (seed 003 §6)
+    pushes: tuple[int, ...] = ()
 
 
 

@@ -111,3 +111,27 @@ def kill_after_batches(driver: Any, n_batches: int, group: bool = False) -> list
     driver.wait(timeout=120)
     assert driver.returncode == -signal.SIGKILL, "the driver finished before it was killed"
     return seen
+
+
+def drive_batches(reader: Any, limit: int, split: bool = True
+                  ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """Drive a stream reader as Spark's runner would (no JVM): every batch to the end.
+
+    Returns the rows ``read()`` yielded, in order, and each batch's partitions. With ``split``
+    False every task reads the rows itself (the fallback of ``spark/read_once.py``).
+    """
+    from dataclasses import replace
+
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    reader.prepareForTriggerAvailableNow()
+    start, rows, planned = reader.initialOffset(), [], []
+    while True:
+        end = reader.latestOffset(start, ReadMaxRows(limit))
+        if end == start:
+            return rows, planned
+        parts = [p if split else replace(p, rows_file=None) for p in reader.partitions(start, end)]
+        planned.append(parts)
+        rows += [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+        reader.commit(end)
+        start = end

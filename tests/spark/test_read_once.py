@@ -9,7 +9,6 @@ run without ``maxRecordsPerTrigger`` admits larger micro-batches.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,14 @@ from spark_stream_sched.spark.source_plan import (
     rows_between,
 )
 
-from .helpers import assert_matches_oracle, expected_rows, output_key, source_options, write_inputs
+from .helpers import (
+    assert_matches_oracle,
+    drive_batches,
+    expected_rows,
+    output_key,
+    source_options,
+    write_inputs,
+)
 
 
 def make_reader(opts: dict[str, str]) -> OrderedAggStreamReader:
@@ -44,18 +50,8 @@ def make_reader(opts: dict[str, str]) -> OrderedAggStreamReader:
 def drive(reader: OrderedAggStreamReader, limit: int, split: bool = True
           ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """All batches; with ``split`` False every task reads the rows itself (the fallback)."""
-    reader.prepareForTriggerAvailableNow()
-    start, rows, planned = reader.initialOffset(), [], []
-    while True:
-        end = reader.latestOffset(start, ReadMaxRows(limit))
-        if end == start:
-            return sorted(rows, key=output_key), planned
-        parts = [p if split else replace(p, rows_file=None)  # type: ignore[type-var]
-                 for p in reader.partitions(start, end)]
-        planned.append(parts)
-        rows += [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
-        reader.commit(end)
-        start = end
+    rows, planned = drive_batches(reader, limit, split)
+    return sorted(rows, key=output_key), planned
 
 
 @pytest.mark.parametrize("num_partitions", [1, 2, 3])

@@ -18,6 +18,11 @@ output order. Per batch:
 5. save every group's new state and return the windows ordered by
    ``(window_end, window_start, keys)``.
 
+For distributed adaptation (seed 003 §5-§6, :mod:`~.distribution`) the batch also reports, per
+group, ``P_s`` (bytes in memory), the results it emitted and whether it has spilled generations
+(metric ``group_loads``), and first pushes the join state of the groups in ``pushes`` to disk
+(:mod:`~.group_load`).
+
 Nothing persistent is rebuilt per batch: executor pools are borrowed from
 :mod:`~spark_stream_sched.runtime.executor.pools` and the statistics the strategy learned in one
 batch seed the next batch of the same groups in this process.
@@ -43,6 +48,12 @@ from spark_stream_sched.runtime.merge import release_ready
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
 from spark_stream_sched.runtime.plan.stats import StatsTable
 from spark_stream_sched.runtime.predicate import Predicate
+from spark_stream_sched.runtime.query.group_load import (
+    has_spilled,
+    memory_bytes,
+    push_to_disk,
+    release,
+)
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.state.versions import GroupState
 
@@ -80,7 +91,8 @@ class GroupedBatch:
 
     ``scheduler`` None runs the groups one after another unless ``workers`` > 1, which runs
     them on the executor under ``fifo``; with a strategy name they run on the executor with
-    ``workers`` threads. Results are identical in every case.
+    ``workers`` threads. Results are identical in every case. ``pushes``: groups whose join
+    state is pushed to disk before the batch's rows (a recorded plan's pushes).
     """
 
     spec: QuerySpec
@@ -88,6 +100,7 @@ class GroupedBatch:
     groups: tuple[int, ...]
     scheduler: str | None = None
     workers: int = 1
+    pushes: tuple[int, ...] = ()
 
     @property
     def strategy(self) -> str | None:
@@ -116,11 +129,12 @@ class GroupedBatch:
         per_group = {g: kept.filter(pa.array(group_of == g)) for g in self.groups}
         before = {g: store.load(g) for g in self.groups}
         loaded = {g: self.release(before[g], part, bound) for g, part in per_group.items()}
+        loads: dict[int, list[int]] = {}
         if self.strategy is None:
-            outputs, windows = self.run_direct(loaded, bound)
+            outputs, windows = self.run_direct(loaded, bound, loads)
             metrics: dict[str, Any] = {}
         else:
-            outputs, windows, metrics = self.run_on_executor(loaded, bound, self.strategy)
+            outputs, windows, metrics = self.run_on_executor(loaded, bound, self.strategy, loads)
         states = {g: GroupState(loaded[g][2], windows[g]) for g in self.groups}
         store.save(states, {"bound": bound})
         out = self.in_output_order(pa.concat_tables(outputs))
@@ -134,6 +148,8 @@ class GroupedBatch:
             "windows_out": out.num_rows, "groups": len(self.groups), "ready_bound": bound,
             "state_bytes": sum(len(s.window or b"") + (s.pending.nbytes if s.pending is not None
                                                         else 0) for s in states.values()),
+            "group_loads": {str(g): loads[g] for g in sorted(loads)},
+            "pushed_groups": sorted(g for g in self.pushes if g in loads),
         })
         return BatchResult(out, states, metrics)
 
@@ -177,17 +193,28 @@ class GroupedBatch:
         return state.window, released, pending
 
     def run_direct(self, loaded: dict[int, tuple[bytes | None, pa.Table, pa.Table]],
-                   bound: int | None) -> tuple[list[pa.Table], dict[int, bytes]]:
-        """Each group's window operator, one after another."""
+                   bound: int | None, loads: dict[int, list[int]] | None = None
+                   ) -> tuple[list[pa.Table], dict[int, bytes]]:
+        """Each group's operator, one after another; ``loads`` gets each group's figures.
+
+        ``loads[g] = [P_s bytes, results emitted, 1 if spilled else 0]`` (seed 003 §4.3).
+        """
         outputs, windows = [], {}
-        for g, (snapshot, released, _) in loaded.items():
+        for g, (snapshot, released, pending) in loaded.items():
             group = self.spec.build_group(self.input_schema, snapshot)
-            outputs.append(group.update(released, bound))
+            if g in self.pushes:
+                push_to_disk(group)
+            out = group.update(released, bound)
+            outputs.append(out)
             windows[g] = group.snapshot()
+            if loads is not None:
+                loads[g] = [memory_bytes(group, pending), out.num_rows, int(has_spilled(group))]
+            release(group)
         return outputs, windows
 
     def run_on_executor(self, loaded: dict[int, tuple[bytes | None, pa.Table, pa.Table]],
-                        bound: int | None, strategy: str
+                        bound: int | None, strategy: str,
+                        loads: dict[int, list[int]] | None = None
                         ) -> tuple[list[pa.Table], dict[int, bytes], dict[str, Any]]:
         """The groups as a plan of window operators, one path per group, on the executor.
 
@@ -216,11 +243,13 @@ class GroupedBatch:
                 read_ahead=READ_AHEAD)
         publish(result.stats, learned, {})  # what this batch learned seeds the next one
         windows = {}
-        for g in loaded:
+        outputs = [result.outputs[f"w{g}"] for g in loaded]
+        for (g, (_, _, pending)), out in zip(loaded.items(), outputs, strict=True):
             operator = result.operators[f"w{g}"]
             assert isinstance(operator, WindowOperator)
             windows[g] = operator.aggregator.snapshot()
-        outputs = [result.outputs[f"w{g}"] for g in loaded]
+            if loads is not None:
+                loads[g] = [memory_bytes(operator.aggregator, pending), out.num_rows, 0]
         return outputs, windows, {"executor": result.metrics.progress()}
 
     def in_output_order(self, out: pa.Table) -> pa.Table:

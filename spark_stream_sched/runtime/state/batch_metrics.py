@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +40,8 @@ _SHARED = ("rows_read", "late_dropped", "ready_bound", "newest_ts", "lag_ms",
            "late_files_skipped")
 #: Figures that add up over the parts (each task owns its partition groups).
 _SUMMED = ("rows_of_partition", "rows_released", "rows_pending", "windows_out", "state_bytes",
-           "groups")
+           "groups", "state_files_written", "state_files_unchanged", "state_bytes_written",
+           "state_cache_hits", "state_cache_misses")
 
 
 def metrics_dir(location: str) -> str:
@@ -55,6 +57,15 @@ def part_path(location: str, version: str, index: int) -> str:
 def batch_path(location: str, batch_id: int) -> str:
     """Merged file of batch ``batch_id``."""
     return os.path.join(metrics_dir(location), f"batch-{batch_id:012d}.json")
+
+
+def worker_identity() -> str:
+    """``host:pid:cwd`` of the process running a task (metric ``worker``).
+
+    On a standalone cluster a Python worker runs in its executor's directory
+    (``<work>/<app id>/<executor id>``), so the last part tells executors apart.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{os.getcwd()}"
 
 
 def write_part(location: str, version: str, index: int, metrics: dict[str, Any]) -> None:
@@ -81,10 +92,35 @@ def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) ->
     for key in _SUMMED:
         merged[key] = sum(int(p.get(key) or 0) for p in parts)
     merged["seconds"] = max(float(p.get("seconds") or 0.0) for p in parts)
+    _merge_groups(parts, merged)
     executors = [p["executor"] for p in parts if p.get("executor")]
     if executors:
         merged["executor"] = _merge_executor(executors)
     return merged
+
+
+def _merge_groups(parts: Sequence[dict[str, Any]], merged: dict[str, Any]) -> None:
+    """Per-group figures of distributed adaptation (seed 003 §5), when the parts have them.
+
+    ``group_loads`` (group -> ``[P_s bytes, results, spilled]``, the distribution manager's
+    input for the next batch), ``assignment`` (task -> the groups it ran), ``workers`` (task ->
+    :func:`worker_identity`) and ``pushed_groups`` (groups pushed to disk at the batch's start).
+    """
+    if not any("group_loads" in p for p in parts):
+        return
+    loads: dict[str, Any] = {}
+    assignment: dict[str, list[int]] = {}
+    workers: dict[str, str] = {}
+    for index, part in enumerate(parts):
+        mine = part.get("group_loads") or {}
+        loads.update(mine)
+        task = str(part.get("task", index))
+        assignment[task] = sorted(int(g) for g in mine)
+        workers[task] = str(part.get("worker", ""))
+    merged["group_loads"] = {g: loads[g] for g in sorted(loads, key=int)}
+    merged["assignment"] = assignment
+    merged["workers"] = workers
+    merged["pushed_groups"] = sorted(g for p in parts for g in p.get("pushed_groups") or ())
 
 
 def _merge_executor(progress: list[dict[str, Any]]) -> dict[str, Any]:

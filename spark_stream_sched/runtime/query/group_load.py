@@ -1,0 +1,73 @@
+"""What a partition group reports to the distribution manager, and how it is pushed to disk.
+
+Seed 003 §4.3 keeps per partition group its size ``P_s``, results ``P_o`` and last update
+``T_u``; §5-§6 decide moves and pushes from them. A source partition group (the unit of state
+and of Spark tasks) runs one per-key pipeline (:class:`~..keyed.pipeline.Pipeline`) or window
+operator; this module reads its figures and applies a push, without caring which it is:
+
+* :func:`memory_bytes` -- ``P_s``: Arrow bytes of the rows still waiting for readiness plus the
+  operator's memory-resident state (a join's memory parts, not its generations on disk);
+* :func:`has_spilled` -- whether a join stage has generations on disk (lazy-disk never moves
+  such a group, seed 003 §6 restriction 2);
+* :func:`push_to_disk` -- push every join stage's memory parts as generations (§4.1); the
+  clean-up stage (§4.2, Eq. 1) later emits exactly the results they missed;
+* :func:`release` -- delete those files once the group's snapshot holds them;
+* :func:`can_spill` -- whether pushing is allowed for a query: its last stage must be a join
+  and it may have no window, because clean-up results leave late (as for ``budget=``).
+
+``P_o`` is not read from the operator: the distribution manager adds up the rows each group
+emitted per batch (every emitted row of a join is one result), which works for any pipeline.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from spark_stream_sched.runtime.keyed.join import Join
+from spark_stream_sched.runtime.keyed.join_state import arrow_bytes
+from spark_stream_sched.runtime.keyed.pipeline import Pipeline
+from spark_stream_sched.runtime.keyed.stage import parse_stage
+from spark_stream_sched.runtime.query.ordered import GroupOperator
+from spark_stream_sched.runtime.query.spec import QuerySpec
+
+
+def can_spill(spec: QuerySpec) -> bool:
+    """True when the query's last stage is a join and it has no window."""
+    return bool(spec.operators) and spec.window is None and (
+        parse_stage(spec.operators[-1]).name == Join.name)
+
+
+def _joins(operator: GroupOperator) -> list[Join]:
+    if not isinstance(operator, Pipeline):
+        return []
+    return [op for op in operator.operators if isinstance(op, Join)]
+
+
+def memory_bytes(operator: GroupOperator, pending: pa.Table | None) -> int:
+    """``P_s`` of a partition group: waiting rows plus the operator's in-memory state.
+
+    Both parts are counted in the canonical Arrow layout or from restored state, so the figure
+    is the same whether the group's state came from a file or from the state cache.
+    """
+    waiting = arrow_bytes(pending) if pending is not None and pending.num_rows else 0
+    return waiting + int(operator.state_bytes)
+
+
+def has_spilled(operator: GroupOperator) -> bool:
+    """True if a join stage of the group holds generations on disk."""
+    return any(s["generations"] for op in _joins(operator) for s in op.groups_stats())
+
+
+def push_to_disk(operator: GroupOperator) -> int:
+    """Push the memory parts of every join stage to disk; bytes pushed (0: nothing to push)."""
+    return sum(op.push_group(g) for op in _joins(operator) for g in range(op.n_groups))
+
+
+def release(operator: GroupOperator) -> None:
+    """Delete the join stages' generation files once the group's snapshot holds them.
+
+    A micro-batch restores each group from its snapshot, which re-spills the generations to a
+    fresh directory; without this, every batch would leave them behind.
+    """
+    for op in _joins(operator):
+        op.close()

@@ -102,3 +102,16 @@ def format_duration(ms: int) -> str:
         if count:
             parts.append(f"{count} {name}{'s' if count != 1 else ''}")
     return " ".join(parts) if parts else "0 milliseconds"
+
+
+#: Binary size units of :func:`parse_bytes` (k = 1024).
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_bytes(text: str, what: str = "budget") -> int:
+    """``"64k"``, ``"1.5 MiB"``, ``"0"`` -> bytes (binary units: k = 1024)."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
+    if found is None or found.group(2) not in _UNITS:
+        raise ConfigError(f"{what} {text!r} is not a size; write e.g. 0, 65536, 64k or 1.5 MiB")
+    return int(float(found.group(1)) * _UNITS[found.group(2)])

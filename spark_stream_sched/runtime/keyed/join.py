@@ -58,21 +58,22 @@ directory. The price: a snapshot is as large as the whole state, spilled part in
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError, StateError
-from spark_stream_sched.runtime.durations import parse_duration
+from spark_stream_sched.runtime.durations import parse_bytes, parse_duration
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.groups import KEY
 from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, member
+from spark_stream_sched.runtime.keyed.join_match import ordered_results as ordered
 from spark_stream_sched.runtime.keyed.join_state import (
     PartitionGroup,
     SpillStore,
     choose_pushes,
+    drop_generations,
     fold_groups,
     unfold_groups,
 )
@@ -89,16 +90,6 @@ MAX_INPUTS = 8
 DEFAULT_GROUPS = 16
 DEFAULT_PUSH_FRACTION = 0.3
 _USAGE = "e.g. join(3, within=10 seconds) or join(2) for finite inputs"
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
-
-
-def parse_bytes(text: str, what: str = "budget") -> int:
-    """``"64k"``, ``"1.5 MiB"``, ``"0"`` -> bytes (binary units: k = 1024)."""
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
-    if found is None or found.group(2) not in _UNITS:
-        raise ConfigError(f"{what} {text!r} is not a size; write e.g. 0, 65536, 64k or 1.5 MiB")
-    return int(float(found.group(1)) * _UNITS[found.group(2)])
 
 
 @register
@@ -217,7 +208,7 @@ class Join(KeyedOperator):
                        and bound >= max(x.max_ms for x in g.generations) + self.within]
             self._purge(bound - self.within)
         self._push()
-        return pa.concat_tables([self._ordered(probed), self._ordered(cleaned)])
+        return pa.concat_tables([ordered(probed, self._output), ordered(cleaned, self._output)])
 
     def _route(self, rows: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Key hashes, non-null-key mask and partition group of every row."""
@@ -330,7 +321,7 @@ class Join(KeyedOperator):
         """End of input: clean up every group that still has generations on disk."""
         cleaned = [self._clean_up(g) for g in self._groups if g.generations]
         self._spill.close()
-        return self._ordered(cleaned)
+        return ordered(cleaned, self._output)
 
     # -- results ------------------------------------------------------------------------------
 
@@ -346,20 +337,6 @@ class Join(KeyedOperator):
         for partner in found.partners:
             columns += universe.select([*self.payload, self.ts_column]).take(partner).columns
         return pa.Table.from_arrays(columns, schema=self._output), keys
-
-    def _ordered(self, parts: list[tuple[pa.Table, np.ndarray]]) -> pa.Table:
-        """Concatenate results and sort them stably by their keys (see :meth:`_results`).
-
-        Probe results are keyed by the completing row's index in the update (each group's part
-        is already ordered by partners); clean-up results by completing position, then the
-        partners' seq (one input's positions are ordered as its seq).
-        """
-        parts = [p for p in parts if p[0].num_rows]
-        if not parts:
-            return self._output.empty_table()
-        table = pa.concat_tables([p[0] for p in parts])
-        keys = np.concatenate([p[1] for p in parts], axis=1)
-        return table.take(np.lexsort(keys[::-1])).combine_chunks()
 
     # -- statistics, snapshots ----------------------------------------------------------------
 
@@ -391,11 +368,7 @@ class Join(KeyedOperator):
         For a caller that keeps the state in :meth:`snapshot` bytes only (the Spark source
         restores the join every micro-batch, re-spilling its generations).
         """
-        for group in self._groups:
-            for generation in group.generations:
-                self._spill.delete(generation)
-            group.generations = []
-        self._spill.close()
+        drop_generations(self._groups, self._spill)
 
     @classmethod
     def restore(cls, data: bytes) -> Join:

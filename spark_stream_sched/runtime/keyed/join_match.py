@@ -123,3 +123,19 @@ def member(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
         return np.zeros(len(values), bool)
     pos = np.minimum(np.searchsorted(sorted_unique, values), len(sorted_unique) - 1)
     return np.asarray(sorted_unique[pos] == values)
+
+
+def ordered_results(parts: list[tuple[pa.Table, np.ndarray]], schema: pa.Schema) -> pa.Table:
+    """Concatenate join results and sort them stably by their sort keys.
+
+    Each part is ``(rows, keys)`` with one row of ``keys`` per sort key, major first
+    (``Join._results``). Probe results are keyed by the completing row's index in the update
+    (each group's part is already ordered by partners); clean-up results by completing
+    position, then the partners' seq (one input's positions are ordered as its seq).
+    """
+    parts = [p for p in parts if p[0].num_rows]
+    if not parts:
+        return schema.empty_table()
+    table = pa.concat_tables([p[0] for p in parts])
+    keys = np.concatenate([p[1] for p in parts], axis=1)
+    return table.take(np.lexsort(keys[::-1])).combine_chunks()

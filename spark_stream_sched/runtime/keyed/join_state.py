@@ -209,6 +209,15 @@ class SpillStore:
             self.directory = None
 
 
+def drop_generations(groups: list[PartitionGroup], spill: SpillStore) -> None:
+    """Delete every group's generation files and the spill directory."""
+    for group in groups:
+        for generation in group.generations:
+            spill.delete(generation)
+        group.generations = []
+    spill.close()
+
+
 def fold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Schema
                 ) -> tuple[list[Any], dict[str, pa.Table]]:
     """Per-group snapshot metadata, and the memory parts and generations as two tables.

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.durations import parse_bytes
 from spark_stream_sched.runtime.keyed.adaptation import (
     POLICIES,
     GroupLoad,
     apply_plan,
     plan_adaptation,
 )
-from spark_stream_sched.runtime.keyed.join import parse_bytes
 from spark_stream_sched.runtime.keys import group_range_for_task
 from spark_stream_sched.runtime.query.names import did_you_mean
 from spark_stream_sched.runtime.state.assignments import Assignment

@@ -27,8 +27,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.errors import ConfigError, SpillError, StateError
+from spark_stream_sched.runtime.durations import parse_bytes
 from spark_stream_sched.runtime.keyed.base import operator_names
-from spark_stream_sched.runtime.keyed.join import Join, parse_bytes
+from spark_stream_sched.runtime.keyed.join import Join
 from spark_stream_sched.runtime.keyed.join_match import match
 from spark_stream_sched.runtime.keyed.join_state import (
     PartitionGroup,

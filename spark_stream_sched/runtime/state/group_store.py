@@ -26,7 +26,7 @@ from typing import Any
 
 from spark_stream_sched.runtime.state import manifests, versions
 from spark_stream_sched.runtime.state.atomic import atomic_write, fsync_dir
-from spark_stream_sched.runtime.state.group_cache import CACHE, GroupCache
+from spark_stream_sched.runtime.state.group_cache import CACHE, DEFAULT_BUDGET, GroupCache
 from spark_stream_sched.runtime.state.manifests import Entry
 from spark_stream_sched.runtime.state.versions import GroupState
 
@@ -45,15 +45,17 @@ class IncrementalGroupStore:
     task
         The Spark task (partition index): names its manifest.
     cache
-        The worker's cache (None: no caching); its budget is set from ``cache_budget``.
+        The worker's cache (None: no caching); its budget is set from ``cache_budget``
+        (:data:`~.group_cache.DEFAULT_BUDGET` when None), so a small budget of an earlier
+        query in the same worker does not stay in force.
     """
 
     def __init__(self, location: str, start: str | None, end: str, task: int,
                  cache: GroupCache | None = CACHE, cache_budget: int | None = None) -> None:
         self.location, self.start, self.end, self.task = location, start, end, task
         self.cache = cache
-        if cache is not None and cache_budget is not None:
-            cache.resize(cache_budget)
+        if cache is not None:  # every query sets it: a budget never outlives its query
+            cache.resize(DEFAULT_BUDGET if cache_budget is None else cache_budget)
         self._loaded: dict[int, Entry] = {}
         self._manifest: dict[int, Entry] | None = None
         self.metrics = {"state_files_written": 0, "state_files_unchanged": 0,

@@ -159,3 +159,14 @@ def test_corrupt_manifest_and_unknown_group_name_the_file(tmp_path: Path) -> Non
     manifest.write_bytes(manifest.read_bytes().replace(b'"v1"', b'"v9"', 1))
     with pytest.raises(StateError, match=r"_manifest-task-0000\.json cannot be read"):
         versions.load_entry(str(tmp_path), 0, "v1")
+
+
+def test_a_query_without_a_budget_restores_the_default(tmp_path: Path) -> None:
+    """The cache is per worker: a small budget of an earlier query must not stay in force."""
+    from spark_stream_sched.runtime.state.group_cache import DEFAULT_BUDGET
+
+    cache = GroupCache()
+    IncrementalGroupStore(str(tmp_path), None, "v1", 0, cache, cache_budget=2048)
+    assert cache.budget == 2048
+    IncrementalGroupStore(str(tmp_path / "other"), None, "v1", 0, cache)
+    assert cache.budget == DEFAULT_BUDGET

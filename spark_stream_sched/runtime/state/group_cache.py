@@ -33,11 +33,12 @@ DEFAULT_BUDGET = 256 << 20
 
 @dataclass(frozen=True)
 class Cached:
-    """One group's committed state bytes at ``version``."""
+    """One group's committed state bytes at ``version``, and its file's ``(size, mtime_ns)``."""
 
     version: str
     digest: str
     data: bytes
+    stamp: tuple[int, int] | None = None
 
 
 class GroupCache:
@@ -56,24 +57,32 @@ class GroupCache:
         """Bytes held."""
         return self._bytes
 
-    def get(self, location: str, group: int, version: str, digest: str) -> bytes | None:
-        """The bytes of ``group`` at ``version`` if cached with this ``digest``, else None."""
+    def get(self, location: str, group: int, version: str, digest: str,
+            stamp: tuple[int, int] | None = None) -> bytes | None:
+        """The bytes of ``group`` at ``version`` if cached with this ``digest``, else None.
+
+        With ``stamp`` (the file's ``(size, mtime_ns)`` now), an entry whose file changed since
+        it was cached is a miss: the caller reads the file, so a damaged or replaced file is
+        detected (its digest check fails) instead of being hidden by the cache.
+        """
         with self._lock:
             found = self._entries.get((location, group))
-            if found is None or found.version != version or found.digest != digest:
+            if found is None or found.version != version or found.digest != digest or (
+                    stamp is not None and found.stamp != stamp):
                 self.misses += 1
                 return None
             self._entries.move_to_end((location, group))
             self.hits += 1
             return found.data
 
-    def put(self, location: str, group: int, version: str, digest: str, data: bytes) -> None:
+    def put(self, location: str, group: int, version: str, digest: str, data: bytes,
+            stamp: tuple[int, int] | None = None) -> None:
         """Remember ``group``'s state at ``version`` (replacing its older version)."""
         with self._lock:
             self._drop((location, group))
             if len(data) > self.budget:
                 return
-            self._entries[(location, group)] = Cached(version, digest, data)
+            self._entries[(location, group)] = Cached(version, digest, data, stamp)
             self._bytes += len(data)
             while self._bytes > self.budget:
                 self._drop(next(iter(self._entries)))

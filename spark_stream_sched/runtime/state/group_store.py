@@ -69,11 +69,12 @@ class IncrementalGroupStore:
         entry = self._entry(group)
         where = None if entry is None else versions.version_path(self.location, group,
                                                                   entry.version)
-        # the checkpointed file must still exist: a lost checkpoint is reported now, not at
-        # the next cache miss (a stat, not a read)
+        # the checkpointed file must still exist and be the file that was cached (size and
+        # mtime): a lost or damaged checkpoint is reported now, not at the next cache miss
+        stamp = file_stamp(where) if where is not None else None
         if entry is not None and where is not None and self.cache is not None and (
-                os.path.exists(where)):
-            data = self.cache.get(self.location, group, self.start, entry.digest)
+                stamp is not None):
+            data = self.cache.get(self.location, group, self.start, entry.digest, stamp)
             self.metrics["state_cache_hits" if data is not None else "state_cache_misses"] += 1
             if data is not None:
                 self._loaded[group] = entry
@@ -81,8 +82,9 @@ class IncrementalGroupStore:
         state, entry, data = versions.load_entry(self.location, group, self.start)
         if entry is not None and data is not None:
             self._loaded[group] = entry
-            if self.cache is not None:
-                self.cache.put(self.location, group, self.start, entry.digest, data)
+            if self.cache is not None and where is not None:
+                self.cache.put(self.location, group, self.start, entry.digest, data,
+                               file_stamp(where))
         return state
 
     def _entry(self, group: int) -> Entry | None:
@@ -103,13 +105,14 @@ class IncrementalGroupStore:
         directory = versions.version_dir(self.location, self.end)
         created = not os.path.isdir(directory)
         entries: dict[int, Entry] = {}
-        fresh: dict[int, tuple[str, bytes]] = {}
+        fresh: dict[int, tuple[str, bytes, str]] = {}
         for group, state in sorted(states.items()):
             data = versions.encode_group(group, state)
             digest = versions.digest_of(data)
             before = self._loaded.get(group)
             if before is not None and before.digest == digest:
                 entries[group] = before
+                path = versions.version_path(self.location, group, before.version)
                 self.metrics["state_files_unchanged"] += 1
             else:
                 path = versions.version_path(self.location, group, self.end)
@@ -117,12 +120,21 @@ class IncrementalGroupStore:
                 entries[group] = Entry(self.end, digest)
                 self.metrics["state_files_written"] += 1
                 self.metrics["state_bytes_written"] += len(data)
-            fresh[group] = (digest, data)
+            fresh[group] = (digest, data, path)
         os.makedirs(directory, exist_ok=True)
         fsync_dir(directory)  # the group files are durable before the manifest names them
         if created:
             fsync_dir(os.path.dirname(directory))
         manifests.write_manifest(directory, self.end, self.task, entries)
         if self.cache is not None:
-            for group, (digest, data) in fresh.items():
-                self.cache.put(self.location, group, self.end, digest, data)
+            for group, (digest, data, path) in fresh.items():
+                self.cache.put(self.location, group, self.end, digest, data, file_stamp(path))
+
+
+def file_stamp(path: str) -> tuple[int, int] | None:
+    """``(size, mtime_ns)`` of ``path``, or None when it does not exist."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_size, found.st_mtime_ns

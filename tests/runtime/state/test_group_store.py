@@ -170,3 +170,18 @@ def test_a_query_without_a_budget_restores_the_default(tmp_path: Path) -> None:
     assert cache.budget == 2048
     IncrementalGroupStore(str(tmp_path / "other"), None, "v1", 0, cache)
     assert cache.budget == DEFAULT_BUDGET
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip"])
+def test_a_damaged_file_is_reported_although_the_cache_holds_its_state(
+        tmp_path: Path, how: str) -> None:
+    """The cache must not hide a damaged checkpoint: its file changed, so the file is read."""
+    cache = GroupCache()
+    commit(tmp_path, None, "v1", {0: state(1, 2, 3)}, cache)
+    path = versions.version_path(str(tmp_path), 0, "v1")
+    data = bytearray(Path(path).read_bytes())
+    damaged = data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1])
+    with open(path, "wb") as fh:
+        fh.write(damaged)
+    with pytest.raises(StateError, match=str(path)):
+        IncrementalGroupStore(str(tmp_path), "v1", "v2", 0, cache).load(0)

@@ -309,6 +309,8 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
                 [*batch.columns, pa.array(ids, pa.int32())], [*batch.schema.names, column])
 
     tagged = df.mapInArrow(with_group, schema)
-    moved = (tagged.repartition(partitions, column) if partitions
-             else tagged.repartition(column))
+    # an explicit count: without one, adaptive execution may coalesce the shuffle into a
+    # single partition, i.e. one write task doing every group's work
+    count = partitions or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    moved = tagged.repartition(count, column)
     return moved.drop(column)

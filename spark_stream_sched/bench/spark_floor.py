@@ -14,7 +14,7 @@ work at all; ``floor-empty`` is the pure per-micro-batch cost.
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,29 +22,33 @@ from typing import Any
 FLOORS = ("floor-precomputed", "floor-empty")
 
 
-def prepare_floor(options: dict[str, str], results: Path) -> tuple[int, int]:
-    """Precompute the source's output for ``options``; return (micro-batches, tasks each)."""
+@dataclass(frozen=True)
+class Floor:
+    """The source's precomputed output: where, in how many micro-batches of how many tasks."""
+
+    results: Path
+    batches: int
+    partitions: int
+
+
+def prepare_floor(options: dict[str, str], root: Path) -> Floor:
+    """Precompute the source's output for ``options`` under ``root``."""
     from spark_stream_sched.spark.floor import precompute_results
 
-    return precompute_results({**options, "stateLocation": str(results / "state")},
-                              str(results / "rows"))
+    batches, partitions = precompute_results({**options, "stateLocation": str(root / "state")},
+                                             str(root / "rows"))
+    return Floor(root / "rows", batches, partitions)
 
 
-def run_floor(spark: Any, engine: str, results: Path, batches: int, partitions: int,
-              out: Path) -> float:
-    """Run one floor query into Parquet under ``out``; return its wall time in seconds."""
-    from spark_stream_sched.jobs.runner import await_query
+def floor_stream(spark: Any, engine: str, floor: Floor) -> Any:
+    """The streaming DataFrame of one floor (``engine``: one of :data:`FLOORS`)."""
     from spark_stream_sched.spark.floor import register_floors
 
     register_floors(spark)
     name = {"floor-precomputed": "sss-floor-precomputed", "floor-empty": "sss-floor-empty"}
-    frame = (spark.readStream.format(name[engine]).option("results", str(results / "rows"))
-             .option("batches", str(batches)).option("partitions", str(partitions)).load())
-    started = time.perf_counter()
-    query = (frame.writeStream.format("parquet").option("path", str(out / "output"))
-             .option("checkpointLocation", str(out / "ck")).trigger(availableNow=True).start())
-    await_query(query)
-    return time.perf_counter() - started
+    return (spark.readStream.format(name[engine]).option("results", str(floor.results))
+            .option("batches", str(floor.batches))
+            .option("partitions", str(floor.partitions)).load())
 
 
 def batches_run(out: Path) -> int:

@@ -1,0 +1,65 @@
+"""``bench spark`` runs every engine on the same tiny data and checks each against the truth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spark_stream_sched.bench import spark_native
+from spark_stream_sched.bench.spark_report import format_results
+
+pytestmark = pytest.mark.spark
+OURS = ("ordered-agg", "transform", "ordered-agg-sink", "ordered-agg-sink-unpartitioned",
+        "floor-precomputed")
+
+
+@pytest.fixture(scope="module")
+def results(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return spark_native.run(rows=4_000, n_inputs=2, keys=20, runs=1, batchings=(16, 8),
+                            workdir=str(tmp_path_factory.mktemp("bench")), master="local[2]",
+                            show_progress=False, long_rows=0, cores=(), warmup=0)
+
+
+def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> None:
+    by = {r["engine"]: r for r in results}
+    assert list(by) == list(spark_native.ENGINES)
+    for engine in OURS:
+        assert by[engine]["matches_truth"] is True, engine
+        assert by[engine]["windows_emitted"] == by[engine]["windows_true"] > 0, engine
+    for engine in OURS[:-1]:  # the floor replays batching A only
+        assert by[engine]["identical_across_batchings"] is True, engine
+    assert by["floor-empty"]["windows_emitted"] == 0
+    # native's append mode never closes the last windows: it cannot equal the truth
+    assert by["native"]["windows_emitted"] < by["native"]["windows_true"]
+    assert by["native"]["matches_truth"] is False
+
+
+def test_ratios_are_against_native_and_the_floors_of_the_same_run(results) -> None:
+    median = {r["engine"]: r["seconds_median"] for r in results}
+    for r in results:
+        assert r["speedup_vs_native"] == round(median["native"] / r["seconds_median"], 2)
+        assert r["x_floor"] == round(r["seconds_median"] / median["floor-precomputed"], 2)
+        assert r["x_empty_floor"] == round(r["seconds_median"] / median["floor-empty"], 2)
+
+
+def test_the_partitioned_sink_merges_on_the_executors_and_reports_its_cpu(results) -> None:
+    by = {r["engine"]: r for r in results}
+    partitioned, spread = by["ordered-agg-sink"], by["ordered-agg-sink-unpartitioned"]
+    assert partitioned["groups_on_driver"] == partitioned["rows_on_driver"] == 0
+    assert partitioned["sink_tasks_cpu_s"] > 0
+    assert 0 < partitioned["sink_driver_share_pct"] < 100
+    # without partition_for_sink every group's rows reach several tasks: the driver merges them
+    assert spread["rows_on_driver"] == 4_000
+    assert spread["groups_on_driver"] > 0
+    for engine in ("transform", "ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
+        assert by[engine]["cpu_tasks_s"] > 0, engine  # their Python work runs in the tasks
+        assert by[engine]["cpu_jvm_s"] > 0, engine
+    assert "sink_driver_cpu_s" not in by["transform"]
+
+
+def test_the_report_has_the_times_and_the_cpu_tables(results) -> None:
+    text = format_results(results)
+    assert "native/this" in text
+    assert "marker driver %" in text
+    assert text.count("ordered-agg-sink-unpartitioned") == 2

@@ -110,6 +110,21 @@ def ready_bound(latest_ts: Sequence[int | None], finished: Sequence[bool],
     return max(seen) if seen else None
 
 
+def total_order(ts: np.ndarray, inputs: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+    """Indices that sort rows by ``(ts, input, seq)`` (stable: full ties keep their order).
+
+    Rows usually arrive grouped by input, each input's rows in sequence order (a micro-batch's
+    rows, a group's rows of one batch); then a stable sort on ``ts`` alone gives the same order
+    as the three-key ``lexsort``, about 3x faster on the k sorted runs of k inputs (timsort
+    merges runs). Checking that takes one pass; other orders use the ``lexsort``.
+    """
+    if len(ts) > 1:
+        step_input, step_seq = np.diff(inputs), np.diff(seqs)
+        if bool(np.all((step_input > 0) | ((step_input == 0) & (step_seq >= 0)))):
+            return np.argsort(ts, kind="stable")
+    return np.lexsort((seqs, inputs, ts))
+
+
 def release_ready(rows: pa.Table, bound: int | None, ts_column: str,
                   ts: np.ndarray | None = None) -> tuple[pa.Table, pa.Table]:
     """S-Merge's release step on buffered rows: those with ``ts < bound`` and the rest.
@@ -125,7 +140,7 @@ def release_ready(rows: pa.Table, bound: int | None, ts_column: str,
     if ts is None:
         ts = event_times(rows, ts_column, "buffered rows")
     ready = ts < bound if bound != TS_MAX else np.ones(len(ts), bool)
-    order = np.lexsort((rows.column(SEQ_COL).to_numpy(), rows.column(INPUT_COL).to_numpy(), ts))
+    order = total_order(ts, rows.column(INPUT_COL).to_numpy(), rows.column(SEQ_COL).to_numpy())
     order = order[ready[order]]
     return rows.take(pa.array(order)), rows.filter(pa.array(~ready))
 

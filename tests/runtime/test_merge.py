@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError, StateError
-from spark_stream_sched.runtime.merge import SMerge
+from spark_stream_sched.runtime.merge import SMerge, total_order
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX
 from spark_stream_sched.runtime.state import snapshot
 
@@ -111,3 +114,18 @@ def test_snapshot_round_trip_and_corruption_is_detected() -> None:
     other_kind = snapshot.encode("window", {}, {})
     with pytest.raises(StateError, match="expected 'smerge'"):
         SMerge.restore(other_kind)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 5)),
+                max_size=40),
+       st.booleans())
+def test_total_order_equals_the_three_key_lexsort(rows: list[tuple[int, int, int]],
+                                                  grouped: bool) -> None:
+    """Fast path (rows grouped by input in sequence order) and fallback both equal lexsort."""
+    if grouped:  # the usual layout: by input, each input's rows in sequence order
+        rows = sorted(rows, key=lambda r: (r[1], r[2]))
+    ts, inputs, seqs = (np.array(c, np.int64).reshape(-1) for c in zip(*rows, strict=True)) \
+        if rows else (np.array([], np.int64),) * 3
+    expected = np.lexsort((seqs, inputs, ts))
+    assert total_order(ts, inputs, seqs).tolist() == expected.tolist()

@@ -102,6 +102,8 @@ adaptation             none      distributed adaptation of partition groups acro
                                  there is no window. See docs/state_store.md
 thetaD                 0.8       move groups when ``M_l / M_m < thetaD``, in (0, 1]
 thetaF                 2.0       active-disk pushes when ``MaxRate / MinRate > thetaF`` (>= 1)
+pushFraction           0.3       least share of an over-budget task's state pushed to disk at
+                                 once (seed 003 §4.4; Fig. 9), in (0, 1]
 stateMemoryBudget      (none)    bytes of partition-group state in memory per task, e.g.
                                  ``512m``: a task above it pushes its least productive groups
                                  (with adaptation); also the size of the committed-state cache

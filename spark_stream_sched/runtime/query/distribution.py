@@ -52,7 +52,7 @@ from spark_stream_sched.runtime.state.assignments import Assignment
 log = logging.getLogger(__name__)
 
 #: Spark option names read by :func:`adaptation_from_options`.
-ADAPTATION_OPTIONS = ("adaptation", "thetaD", "thetaF", "stateMemoryBudget")
+ADAPTATION_OPTIONS = ("adaptation", "thetaD", "thetaF", "stateMemoryBudget", "pushFraction")
 DEFAULT_PUSH_FRACTION = 0.3
 
 
@@ -93,7 +93,8 @@ def adaptation_from_options(opts: Mapping[str, str]) -> AdaptationConfig:
     ------
     ConfigError
         Naming the option and the value: an unknown policy (with a suggestion), ``thetaD``
-        outside ``(0, 1]``, ``thetaF < 1``, a ``stateMemoryBudget`` that is not a positive size.
+        outside ``(0, 1]``, ``thetaF < 1``, a ``stateMemoryBudget`` that is not a positive size,
+        ``pushFraction`` outside ``(0, 1]``.
     """
     text = opts.get("adaptation", "none").strip().lower()
     if text not in POLICIES:
@@ -116,9 +117,15 @@ def adaptation_from_options(opts: Mapping[str, str]) -> AdaptationConfig:
         if budget <= 0:
             raise ConfigError(f"option stateMemoryBudget={opts['stateMemoryBudget']!r} must be "
                               f"a positive size per task, e.g. 512m")
-    if text == "none" and any(opts.get(n, "").strip() for n in ("thetaD", "thetaF")):
-        log.warning("options thetaD/thetaF are ignored with adaptation=none")
-    return AdaptationConfig(text, theta_d, theta_f, budget)
+    push_fraction = _number(opts, "pushFraction", DEFAULT_PUSH_FRACTION)
+    if not 0 < push_fraction <= 1:
+        raise ConfigError(f"option pushFraction={opts['pushFraction']!r} must be in (0, 1]: "
+                          f"the least share of an over-budget task's state pushed at once "
+                          f"(seed 003 §4.4 uses 0.3)")
+    ignored = [n for n in ("thetaD", "thetaF", "pushFraction") if opts.get(n, "").strip()]
+    if text == "none" and ignored:
+        log.warning("options %s are ignored with adaptation=none", "/".join(ignored))
+    return AdaptationConfig(text, theta_d, theta_f, budget, push_fraction)
 
 
 def _number(opts: Mapping[str, str], name: str, default: float) -> float:

@@ -51,6 +51,11 @@ def start(n_groups: int = 8, n_tasks: int = 2) -> Assignment:
     ({"adaptation": "active-disk", "thetaF": "fast"}, r"option thetaF='fast' is not a number"),
     ({"stateMemoryBudget": "lots"}, r"option stateMemoryBudget: value 'lots' is not a size"),
     ({"stateMemoryBudget": "0"}, r"option stateMemoryBudget='0' must be a positive size"),
+    ({"adaptation": "lazy-disk", "pushFraction": "0"}, r"option pushFraction='0' must be in "
+                                                       r"\(0, 1\]"),
+    ({"adaptation": "lazy-disk", "pushFraction": "1.2"}, r"option pushFraction='1.2' must be in"),
+    ({"adaptation": "lazy-disk", "pushFraction": "half"}, r"option pushFraction='half' is not a "
+                                                          r"number"),
 ])
 def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -59,8 +64,9 @@ def test_bad_options_name_the_option(options: dict[str, str], message: str) -> N
 
 def test_options_parse_into_a_config() -> None:
     config = adaptation_from_options({"adaptation": "Active-Disk", "thetaD": "0.9",
-                                      "thetaF": "3", "stateMemoryBudget": "512m"})
-    assert config == AdaptationConfig("active-disk", 0.9, 3.0, 512 << 20)
+                                      "thetaF": "3", "stateMemoryBudget": "512m",
+                                      "pushFraction": "0.5"})
+    assert config == AdaptationConfig("active-disk", 0.9, 3.0, 512 << 20, 0.5)
     assert adaptation_from_options({}) == AdaptationConfig()
     assert not AdaptationConfig().enabled
 
@@ -151,3 +157,16 @@ def test_prune_keeps_the_committed_record(tmp_path: Path) -> None:
         assignments.write_assignment(str(tmp_path), Assignment(version, 1, (0,)))
     assert assignments.prune(str(tmp_path), "002-c", keep_older=1) == 1
     assert assignments.recorded_versions(str(tmp_path)) == ["001-b", "002-c", "003-d"]
+
+
+def test_push_fraction_sets_how_much_an_over_budget_task_pushes() -> None:
+    previous = start(n_groups=8, n_tasks=1)
+    loads = {g: (400, 10 * (g + 1), 0) for g in range(8)}  # 3,200 B against a 3,000 B budget
+    pushed = {}
+    for fraction in (0.3, 0.9):
+        config = AdaptationConfig("lazy-disk", budget=3000, push_fraction=fraction)
+        chosen = next_assignment("v1", previous, parts_of(previous, loads), 8, 1, config,
+                                 spillable=True)
+        pushed[fraction] = len(chosen.pushes)
+        assert 400 * len(chosen.pushes) >= fraction * 3200
+    assert pushed[0.3] < pushed[0.9]

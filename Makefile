@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-cluster test-compose lint bench clean
+.PHONY: demo test test-slow test-cluster test-compose lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -23,8 +23,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
+# The default run (under ~10 min on 2 cores): everything but the tests marked slow.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
+# Spark benchmark's smoke runs. CI runs them after `make test`.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 # Real Spark standalone cluster (master + 2 workers started from the installed pyspark).
 test-cluster: $(STAMP)

@@ -25,7 +25,7 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 COMPOSE_COMMANDS = ["docker/build-images.sh", "docker-compose up -d master worker-1 worker-2",
                     "docker-compose run --rm job", "docker-compose down"]
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.spark
 
 
 def blocks(language: str) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 from spark_stream_sched.bench import spark_native
 from spark_stream_sched.bench.spark_report import format_results
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 OURS = ("ordered-agg", "transform", "ordered-agg-sink", "ordered-agg-sink-unpartitioned",
         "floor-precomputed")
 

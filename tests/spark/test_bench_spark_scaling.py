@@ -16,6 +16,7 @@ from spark_stream_sched.errors import SparkStreamSchedError
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_the_transformation_and_the_sink_run_on_one_and_two_cores(tmp_path: Path) -> None:
     case = Case("main", tmp_path / "main", SCALING_ENGINES, 1, (8, 4))
     work, truth, _ = prepare(case, 3_000, 2, 20, 0, "30 seconds", "3 seconds", "10 seconds")

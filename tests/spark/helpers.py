@@ -135,3 +135,15 @@ def drive_batches(reader: Any, limit: int, split: bool = True
         rows += [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
         reader.commit(end)
         start = end
+
+
+def run_to_end(query: Any) -> BaseException | None:
+    """Wait for the query (at most 300 s); return the exception it failed with (None: done)."""
+    import contextlib
+
+    from pyspark.errors import StreamingQueryException
+
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(300)
+    assert not query.isActive
+    return query.exception()

@@ -41,7 +41,13 @@ from spark_stream_sched.spark import register, sink
 from spark_stream_sched.testing import faults
 
 from . import test_sink
-from .helpers import assert_matches_oracle, expected_rows, source_options, write_inputs
+from .helpers import (
+    assert_matches_oracle,
+    expected_rows,
+    run_to_end,
+    source_options,
+    write_inputs,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -337,16 +343,6 @@ def _collecting_query(spark: Any, options: dict[str, str], checkpoint: Path,
             .trigger(availableNow=True).start())
 
 
-def _run_to_end(query: Any) -> BaseException | None:
-    """Wait for the query; return the exception it failed with (None when it finished)."""
-    from pyspark.errors import StreamingQueryException
-
-    with contextlib.suppress(StreamingQueryException):
-        query.awaitTermination(300)
-    assert not query.isActive
-    return query.exception()
-
-
 def _first_line(error: BaseException) -> str:
     """The first line of the plugin's own error inside Spark's wrapping of it.
 
@@ -364,7 +360,7 @@ def _stopped_with_new_input(spark: Any, tmp_path: Path) -> tuple[dict[str, str],
     options = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
                              maxRecordsPerTrigger=100, endOfInput="never")
     first: dict[int, list[dict[str, Any]]] = {}
-    assert _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", first)) is None
+    assert run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", first)) is None
     assert len(first) >= 2
     _put_back(moves)
     return options, moves
@@ -380,7 +376,7 @@ def test_damaged_newest_source_state_fails_the_restart_naming_the_file(
     before = damaged.read_bytes()
 
     restarted: dict[int, list[dict[str, Any]]] = {}
-    error = _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", restarted))
+    error = run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", restarted))
     assert error is not None, "a damaged state version was read without an error"
     print(f"\n{how}: {_first_line(error)}")
     assert _first_line(error).startswith("spark_stream_sched.errors.StateError: ")
@@ -396,7 +392,7 @@ def test_truncated_newest_spark_offset_log_file(spark: Any, tmp_path: Path) -> N
     newest = max((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     _damage(newest, "truncate")
     restarted: dict[int, list[dict[str, Any]]] = {}
-    error = _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", restarted))
+    error = run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", restarted))
     assert error is not None, "a truncated offset log file was used without an error"
     print(f"\ntruncated {newest}: {_first_line(error)}")
     assert restarted == {}, "no batch may run from a damaged offset log"
@@ -417,7 +413,7 @@ def test_damaged_sink_commit_marker_fails_the_restart_naming_it(spark: Any,
         shutil.move(home, aside)
     opts = test_sink.options(tmp_path, sequenceColumn=SEQUENCE_COLUMN)
     first = test_sink.start_sink_query(spark, dirs, tables[0].schema, opts, 1)
-    assert _run_to_end(first) is None
+    assert run_to_end(first) is None
     markers = tmp_path / "ck" / "ordered-agg-sink" / "commits"
     newest = max(markers.glob("batch-*.json"))
     _damage(newest, "flip")
@@ -425,7 +421,7 @@ def test_damaged_sink_commit_marker_fails_the_restart_naming_it(spark: Any,
     outputs = _files(tmp_path / "out")
 
     second = test_sink.start_sink_query(spark, dirs, tables[0].schema, opts, 1)
-    error = _run_to_end(second)
+    error = run_to_end(second)
     assert error is not None, "a damaged commit marker was used without an error"
     print(f"\nflipped byte in {newest}: {_first_line(error)}")
     assert _first_line(error).startswith("spark_stream_sched.errors.StateError: ")
@@ -453,13 +449,13 @@ def test_second_query_is_refused_while_the_first_completes_intact(spark: Any,
     try:
         assert running.wait(120), "the first query did not reach batch 1"
         second = _collecting_query(spark, options, tmp_path / "ckpt-2", {})
-        error = _run_to_end(second)
+        error = run_to_end(second)
         assert error is not None
         assert f"stateLocation {str(tmp_path / 'state')!r}" in str(error)
         assert "is in use by ordered-agg source with pid" in str(error)
     finally:
         gate.set()
-    assert _run_to_end(first) is None
+    assert run_to_end(first) is None
     assert len(batches) >= 4, "the first query ran several batches, before and after"
     rows = [row for b in sorted(batches) for row in batches[b]]
     assert_matches_oracle(rows, expected_rows(tables))
@@ -479,7 +475,7 @@ def test_full_disk_during_a_source_state_write_then_restart(spark: Any, tmp_path
                              maxRecordsPerTrigger=100, partitionGroups=4)
     clean: dict[int, list[dict[str, Any]]] = {}
     clean_options = options | {"stateLocation": str(tmp_path / "clean-state")}
-    assert _run_to_end(_collecting_query(spark, clean_options, tmp_path / "ckpt-clean",
+    assert run_to_end(_collecting_query(spark, clean_options, tmp_path / "ckpt-clean",
                                          clean)) is None
     kept, filler = small_disk / "kept", []
 
@@ -493,7 +489,7 @@ def test_full_disk_during_a_source_state_write_then_restart(spark: Any, tmp_path
 
     batches: dict[int, list[dict[str, Any]]] = {}
     query = _collecting_query(spark, options, tmp_path / "ckpt", batches, fill_after_batch_two)
-    error = _run_to_end(query)
+    error = run_to_end(query)
     assert error is not None, "the query ran on with a full disk"
     print(f"\nfull disk: {_first_line(error)}")
     line = _first_line(error)
@@ -503,7 +499,7 @@ def test_full_disk_during_a_source_state_write_then_restart(spark: Any, tmp_path
 
     filler[0].unlink()  # space again
     shutil.rmtree(kept)
-    assert _run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", batches)) is None
+    assert run_to_end(_collecting_query(spark, options, tmp_path / "ckpt", batches)) is None
     assert batches == clean
     assert_matches_oracle([r for b in sorted(batches) for r in batches[b]],
                           expected_rows(tables))

@@ -43,7 +43,6 @@ import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -84,6 +83,7 @@ from spark_stream_sched.spark.source_plan import (
     empty_input_message,
     files_between,
     files_from,
+    mark_idle,
     rows_between,
     to_spark,
 )
@@ -271,29 +271,11 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _mark_idle(self, before: tuple[Cursor, ...],
                    after: tuple[Cursor, ...]) -> tuple[Cursor, ...]:
-        """Record in the end offset which inputs are idle (option ``idleTimeout``).
-
-        An input is idle once it has had no new row for ``idleTimeout`` of wall-clock time on
-        the driver; it stays idle (also across restarts, since the flag is in the offset) until
-        its next row. The decision is part of the offset Spark logs before running the batch,
-        so replays see the same ready bound.
-        """
+        """Record in the end offset which inputs are idle (:func:`.source_plan.mark_idle`)."""
         timeout = self._plan.config.idle_timeout_ms
         if timeout is None:
             return after
-        now = self._clock()
-        marked = []
-        for j, (old, new) in enumerate(zip(before, after, strict=True)):
-            if new.finished or new.seq > old.seq:
-                self._quiet_since[j] = now  # its latest row was seen now
-                marked.append(replace(new, idle=False))
-                continue
-            since = self._quiet_since.setdefault(j, now)
-            idle = old.idle or (now - since) * 1000 >= timeout
-            if idle and not old.idle:
-                log.info("input %d had no new row for %.1f s: idle (idleTimeout)", j, now - since)
-            marked.append(replace(new, idle=idle))
-        return tuple(marked)
+        return mark_idle(before, after, self._quiet_since, self._clock(), timeout)
 
     @reported
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:

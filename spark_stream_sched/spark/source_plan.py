@@ -9,8 +9,9 @@ output in Spark's exact Arrow types). No Spark session is needed to use them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from pyspark.sql.types import StructType
 from spark_stream_sched import inputs
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs import InputStream
+from spark_stream_sched.inputs.cursors import Cursor
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.query.batch import GroupedBatch
 from spark_stream_sched.runtime.window.aggregator import (
@@ -31,6 +33,8 @@ from spark_stream_sched.runtime.window.aggregator import (
 )
 from spark_stream_sched.spark.offsets import Offset
 from spark_stream_sched.spark.options import SourceConfig, parse_options
+
+log = logging.getLogger(__name__)
 
 #: Arrow record batches yielded by read() hold at most this many rows.
 OUTPUT_BATCH_ROWS = 65_536
@@ -188,3 +192,27 @@ def files_between(files: list[str], first: str | None, last: str | None) -> tupl
         return ()
     lo = files.index(first) if first in files else 0
     return tuple(f for f in files[lo:] if f <= last)
+
+
+def mark_idle(before: tuple[Cursor, ...], after: tuple[Cursor, ...],
+              quiet_since: dict[int, float], now: float, timeout_ms: int) -> tuple[Cursor, ...]:
+    """Record in the end offset which inputs are idle (option ``idleTimeout``).
+
+    An input is idle once it has had no new row for ``timeout_ms`` of wall-clock time on the
+    driver; it stays idle (also across restarts, since the flag is in the offset) until its next
+    row. The decision is part of the offset Spark logs before running the batch, so replays see
+    the same ready bound. ``quiet_since`` (input id -> clock reading when its latest row was
+    seen) is the driver's memory across batches and is updated here; ``now`` is that clock.
+    """
+    marked = []
+    for j, (old, new) in enumerate(zip(before, after, strict=True)):
+        if new.finished or new.seq > old.seq:
+            quiet_since[j] = now  # its latest row was seen now
+            marked.append(replace(new, idle=False))
+            continue
+        since = quiet_since.setdefault(j, now)
+        idle = old.idle or (now - since) * 1000 >= timeout_ms
+        if idle and not old.idle:
+            log.info("input %d had no new row for %.1f s: idle (idleTimeout)", j, now - since)
+        marked.append(replace(new, idle=idle))
+    return tuple(marked)

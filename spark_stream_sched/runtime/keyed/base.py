@@ -75,6 +75,14 @@ class KeyedOperator(ABC):
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Consume the next released rows; return the outputs they (and ``bound``) produce."""
 
+    def output_bound(self, bound: int | None) -> int | None:
+        """Ready bound for the next stage after :meth:`update` (``bound``, unless rows wait).
+
+        An operator that holds results back (a join with state on disk) returns a lower bound:
+        every output with ``ts <`` the returned bound has been returned.
+        """
+        return bound
+
     def finish(self) -> pa.Table:
         """End of input: return what is still open (row operators: nothing)."""
         return self.output_schema.empty_table()

@@ -43,17 +43,20 @@ tuple arrived after the last push, so its ``ts >= max ts of the generations`` an
 only at a bound ``>= ts + W``, never before this clean-up, which runs before the purge of the
 same update -- and at :meth:`Join.finish` (unwindowed joins clean up only there).
 
-**Order with spilling.** An update returns the results probed in it, then the results of the
-groups it cleaned up; each part ordered by completing position, then partners' positions. So a
-clean-up result leaves later than it would without spilling (at the clean-up), but the multiset
-of results equals the oracle's, without duplicates, and with the same rows, cuts, bounds and
-budget the order is identical on every run, restored or not (every decision uses event time and
-Arrow byte counts, and restored memory parts are rebuilt in fresh buffers of the same size).
+**Order with spilling.** By default (``ordered=True``) the output stays in the total order
+whatever is pushed: results that a missing result could precede are held in a reorder buffer
+(:mod:`~spark_stream_sched.runtime.keyed.join_hold`) and released merged with the clean-up
+results, so the concatenated output equals the oracle's exactly, in order, and a following
+stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``). ``ordered=False`` is seed
+003's behaviour (the adaptation bench): an update returns the results probed in it, then those
+of the groups it cleaned up (late; the multiset is still the oracle's). Either way, with the
+same rows, cuts, bounds and budget the output is identical on every run, restored or not
+(decisions use event time and Arrow byte counts; restored parts get fresh buffers).
 
 **Snapshots** fold the spilled generations in (read back and checksum-verified): a snapshot is
 self-contained, survives the loss of the spill directory and the deletion of generation files
 by a later clean-up; :meth:`Join.restore` writes them back as generations in its own spill
-directory. The price: a snapshot is as large as the whole state, spilled part included.
+directory (held results too). The price: a snapshot is as large as the whole state.
 """
 
 from __future__ import annotations
@@ -64,11 +67,17 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError, StateError
-from spark_stream_sched.runtime.durations import parse_bytes, parse_duration
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.groups import KEY
+from spark_stream_sched.runtime.keyed.join_hold import HeldResults
 from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, member
 from spark_stream_sched.runtime.keyed.join_match import ordered_results as ordered
+from spark_stream_sched.runtime.keyed.join_spec import (
+    check_inputs,
+    join_output_schema,
+    parse_join,
+    route,
+)
 from spark_stream_sched.runtime.keyed.join_state import (
     PartitionGroup,
     SpillStore,
@@ -79,17 +88,14 @@ from spark_stream_sched.runtime.keyed.join_state import (
 )
 from spark_stream_sched.runtime.keyed.join_transfer import GroupState, give_state, take_state
 from spark_stream_sched.runtime.keyed.stage import StageSpec
-from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
 from spark_stream_sched.runtime.state.snapshot import decode, encode
 
 KIND = "keyed.join"
 #: Stored event time in ms (so memory parts need no conversion when probed or purged).
 MS = "__ms"
-MAX_INPUTS = 8
 DEFAULT_GROUPS = 16
 DEFAULT_PUSH_FRACTION = 0.3
-_USAGE = "e.g. join(3, within=10 seconds) or join(2) for finite inputs"
 
 
 @register
@@ -111,6 +117,8 @@ class Join(KeyedOperator):
         Least fraction of the memory bytes pushed per trigger (seed 003 §4.4: 30%).
     inactive_after
         ``theta_t`` in event-time ms (default: the window; unwindowed: no idle rule).
+    ordered
+        Keep the output in the total order while state is pushed (see the module docstring).
 
     Raises
     ------
@@ -127,9 +135,9 @@ class Join(KeyedOperator):
                  ts_column: str, aggregates: tuple[str, ...] = (), *,
                  memory_budget: int | None = None, spill_dir: str | None = None,
                  n_groups: int = DEFAULT_GROUPS, push_fraction: float = DEFAULT_PUSH_FRACTION,
-                 inactive_after: int | None = None) -> None:
+                 inactive_after: int | None = None, ordered: bool = True) -> None:
         super().__init__(stage, input_schema, key_columns, ts_column, aggregates)
-        self.n_inputs, self.within, budget = self._parse(stage)
+        self.n_inputs, self.within, budget = parse_join(stage)
         self.memory_budget = memory_budget if memory_budget is not None else budget
         self.spill_dir, self.n_groups, self.push_fraction = spill_dir, n_groups, push_fraction
         self.inactive_after = inactive_after if inactive_after is not None else self.within
@@ -144,42 +152,16 @@ class Join(KeyedOperator):
         self._stored = pa.schema([*input_schema, pa.field(KEY, pa.uint64()),
                                   pa.field(MS, pa.int64())])
         self._where = f"operator {stage.text()!r}"
-        self._output = self._output_schema()
+        self._output = join_output_schema(input_schema, ts_column, self.key_columns,
+                                          self.payload, self.n_inputs, stage)
         self._groups = [PartitionGroup(g, self._stored.empty_table()) for g in range(n_groups)]
         self._spill = SpillStore(spill_dir)
+        self.ordered = ordered
+        self._held = HeldResults(self._output, self.n_inputs, self._spill)
         self._now: int | None = None
+        self._bound: int | None = None
         self.pushes = 0
         self.cleanups = 0
-
-    def _parse(self, stage: StageSpec) -> tuple[int, int | None, int | None]:
-        """``(N, within ms or None, budget bytes or None)`` from the stage's arguments."""
-        unknown = sorted(k for k, _ in stage.kwargs if k not in ("within", "budget"))
-        if unknown or stage.alias or len(stage.args) > 1:
-            raise stage.fail(f"expected at most the number of inputs and the keywords 'within' "
-                             f"and 'budget', no alias; {_USAGE}")
-        text = stage.args[0].strip() if stage.args else "2"
-        if not text.isdigit() or not 2 <= int(text) <= MAX_INPUTS:
-            raise stage.fail(f"the number of inputs must be an integer 2..{MAX_INPUTS}, "
-                             f"got {text!r}; {_USAGE}")
-        try:
-            within, budget = stage.keyword("within"), stage.keyword("budget")
-            return (int(text), None if within is None else parse_duration(within, "within"),
-                    None if budget is None else parse_bytes(budget))
-        except ConfigError as exc:
-            raise stage.fail(str(exc)) from exc
-
-    def _output_schema(self) -> pa.Schema:
-        """Completing tuple's ts/__input/__seq and keys, then each input's payload and ts."""
-        field = self.input_schema.field
-        fields = [field(n) for n in (self.ts_column, INPUT_COL, SEQ_COL, *self.key_columns)]
-        for j in range(self.n_inputs):
-            fields += [field(n).with_name(f"{n}_{j}") for n in (*self.payload, self.ts_column)]
-        names = [f.name for f in fields]
-        clash = sorted({n for n in names if names.count(n) > 1})
-        if clash:
-            raise self.stage.fail(f"output columns {clash} would appear twice; rename the "
-                                  f"input columns")
-        return pa.schema(fields)
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -192,46 +174,46 @@ class Join(KeyedOperator):
         """Results completed by ``rows``, then those of groups whose window ``bound`` closed."""
         rows = rows.select(self.input_schema.names).cast(self.input_schema)
         ms = event_times(rows, self.ts_column, self._where)
-        self._check_inputs(rows)
-        hashes, valid, group_of = self._route(rows)
+        check_inputs(rows, self.n_inputs, self.stage)
+        hashes, valid, group_of = route(rows, self.key_columns, self.n_groups)
         stored = rows.append_column(KEY, pa.array(hashes, pa.uint64())).append_column(
             MS, pa.array(ms, pa.int64()))
+        holding = self.ordered and (self._held.rows > 0 or self.hold_from is not None)
         probed = []
         for gid in np.unique(group_of[valid]):  # one iteration per partition group (<= P)
             index = np.flatnonzero(valid & (group_of == gid))
-            probed.append(self._probe(self._groups[gid], stored.take(index), index))
+            probed.append(self._probe(self._groups[gid], stored.take(index),
+                                      None if holding else index))
         if rows.num_rows:
             self._now = int(ms[-1]) if self._now is None else max(self._now, int(ms[-1]))
+        self._bound = bound if bound is not None else self._bound
         cleaned = []
         if bound is not None and self.within is not None:
             cleaned = [self._clean_up(g) for g in self._groups if g.generations
                        and bound >= max(x.max_ms for x in g.generations) + self.within]
             self._purge(bound - self.within)
         self._push()
+        if holding:  # a missing result may precede some of them: through the reorder buffer
+            return self._held.release(probed + cleaned, self.hold_from)
         return pa.concat_tables([ordered(probed, self._output), ordered(cleaned, self._output)])
 
-    def _route(self, rows: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Key hashes, non-null-key mask and partition group of every row."""
-        hashes = key_hash(rows, self.key_columns)
-        valid = np.ones(rows.num_rows, bool)
-        for name in self.key_columns:
-            valid &= np.asarray(rows.column(name).is_valid().to_numpy(zero_copy_only=False))
-        return hashes, valid, assign_to_partition_group(hashes >> np.uint64(32), self.n_groups)
+    @property
+    def hold_from(self) -> int | None:
+        """``H``: least ts a result still missing can have (None: nothing is on disk)."""
+        floors = [g.hold_from for g in self._groups if g.hold_from is not None]
+        return min(floors) if floors else None
 
-    def _check_inputs(self, rows: pa.Table) -> None:
-        inputs = np.asarray(rows.column(INPUT_COL).to_numpy(), np.int64)
-        bad = np.flatnonzero((inputs < 0) | (inputs >= self.n_inputs))
-        if len(bad):
-            raise self.stage.fail(
-                f"a tuple of input {inputs[bad[0]]} arrived, but this join has "
-                f"{self.n_inputs} inputs (0..{self.n_inputs - 1}); write "
-                f"join({max(int(inputs.max()) + 1, 2)}, ...) to join every input")
+    def output_bound(self, bound: int | None) -> int | None:
+        """Ready bound for the next stage: ``min(bound, H)`` (results at ``ts >= H`` wait)."""
+        hold = self.hold_from if self.ordered else None
+        return bound if bound is None or hold is None else min(bound, hold)
 
     def _probe(self, group: PartitionGroup, packet: pa.Table,
-               index: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+               index: np.ndarray | None) -> tuple[pa.Table, np.ndarray]:
         """Match ``packet`` against the group's memory part and itself, then store it.
 
-        ``index`` gives the packet's rows in the update; it is the results' sort key.
+        ``index`` gives the packet's rows in the update; it is the results' sort key (None: the
+        full order keys, for the reorder buffer).
         """
         memory, ms = group.memory, column(packet, MS, np.int64)
         if memory.num_rows:
@@ -244,6 +226,8 @@ class Join(KeyedOperator):
         found = self._match(universe, np.arange(memory.num_rows, universe.num_rows))
         group.produced += len(found)
         group.insert(packet, int(ms[-1]))
+        if index is None:
+            return self._results(universe, found, self._keys(universe, found))
         return self._results(universe, found,
                              index[found.probe - memory.num_rows].reshape(1, -1))
 
@@ -257,6 +241,8 @@ class Join(KeyedOperator):
         """Disk adaptation (seed 003 §4.3) when the memory part exceeds the budget."""
         if self.memory_budget is None:
             return
+        if self._held.size and self.state_bytes > self.memory_budget:
+            self._held.push()  # held results are only read at release: they go first
         for group in choose_pushes(self._groups, self.memory_budget, self.push_fraction,
                                    self._now, self.inactive_after):
             self.push_group(group.gid)
@@ -265,7 +251,7 @@ class Join(KeyedOperator):
 
     def group_of(self, rows: pa.Table) -> np.ndarray:
         """Partition group of each row (-1: a null key); the router (§3.1 *split*) uses it."""
-        _, valid, groups = self._route(rows)
+        _, valid, groups = route(rows, self.key_columns, self.n_groups)
         return np.where(valid, groups, -1)
 
     def take_group(self, gid: int) -> GroupState:
@@ -273,7 +259,16 @@ class Join(KeyedOperator):
         return take_state(self._groups[self._gid(gid)], self._spill, self._stored)
 
     def give_group(self, state: GroupState) -> None:
-        """Install a state from :meth:`take_group` of an instance of the same query."""
+        """Install a state from :meth:`take_group` of an instance of the same query.
+
+        An ordered join (the default) refuses a state with generations on disk: results it
+        misses could precede results this instance already emitted. Lazy-disk never moves such
+        groups; to move them anyway, build both instances with ``ordered=False``.
+        """
+        if self.ordered and state.generations:
+            raise ConfigError(f"{self._where}: partition group {state.gid} has generations on "
+                              f"disk and this join keeps its output ordered; move groups "
+                              f"before they spill, or build the join with ordered=False")
         give_state(self._groups[self._gid(state.gid)], self._spill, self._stored, state)
 
     def push_group(self, gid: int) -> int:
@@ -282,7 +277,8 @@ class Join(KeyedOperator):
         size = group.size
         if group.memory.num_rows:
             last = int(column(group.memory, MS, np.int64)[-1])
-            group.generations.append(self._spill.write(group.gid, group.memory, last))
+            floor = max(v for v in (last, self._now, self._bound) if v is not None)
+            group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
             group.memory = self._stored.empty_table()
             self.pushes += 1
         return size
@@ -311,23 +307,28 @@ class Join(KeyedOperator):
             self._spill.delete(generation)
         group.generations = []
         self.cleanups += 1
-        seq = column(universe, SEQ_COL, np.int64)
-        return self._results(universe, found, np.stack([
-            column(universe, MS, np.int64)[found.probe],
-            column(universe, INPUT_COL, np.int64)[found.probe], seq[found.probe],
-            *(seq[p] for p in found.partners)]))
+        return self._results(universe, found, self._keys(universe, found))
 
     def finish(self) -> pa.Table:
         """End of input: clean up every group that still has generations on disk."""
         cleaned = [self._clean_up(g) for g in self._groups if g.generations]
+        out = self._held.release(cleaned, None) if self.ordered else ordered(cleaned, self._output)
         self._spill.close()
-        return ordered(cleaned, self._output)
+        return out
 
     # -- results ------------------------------------------------------------------------------
 
     def _match(self, universe: pa.Table, probes: np.ndarray) -> Matches:
         return match(column(universe, KEY, np.uint64), column(universe, INPUT_COL, np.int64),
                      column(universe, MS, np.int64), probes, self.n_inputs, self.within)
+
+    @staticmethod
+    def _keys(universe: pa.Table, found: Matches) -> np.ndarray:
+        """Full order keys of ``found``: completing ``(ms, input, seq)``, then partners' seq."""
+        seq = column(universe, SEQ_COL, np.int64)
+        return np.stack([column(universe, MS, np.int64)[found.probe],
+                         column(universe, INPUT_COL, np.int64)[found.probe], seq[found.probe],
+                         *(seq[p] for p in found.partners)])
 
     def _results(self, universe: pa.Table, found: Matches,
                  keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:
@@ -346,19 +347,20 @@ class Join(KeyedOperator):
 
     @property
     def state_bytes(self) -> int:
-        """Bytes of memory-resident state (the sum of ``P_s``)."""
-        return sum(g.size for g in self._groups)
+        """Bytes of memory-resident state (the sum of ``P_s`` and the held results in memory)."""
+        return sum(g.size for g in self._groups) + self._held.size
 
     def snapshot(self) -> bytes:
         """Snapshot bytes with memory parts and spilled generations folded in."""
         groups, tables = fold_groups(self._groups, self._spill, self._stored)
+        held, tables["held"] = self._held.fold()
         meta: dict[str, Any] = {
             "args": list(self.stage.args), "kwargs": [list(kv) for kv in self.stage.kwargs],
             "keys": self.key_columns, "ts": self.ts_column, "aggregates": list(self.aggregates),
             "budget": self.memory_budget, "spill_dir": self.spill_dir, "n_groups": self.n_groups,
             "fraction": self.push_fraction, "inactive_after": self.inactive_after,
             "now": self._now, "pushes": self.pushes, "cleanups": self.cleanups,
-            "groups": groups,
+            "groups": groups, "ordered": self.ordered, "bound": self._bound, "held": held,
         }
         return encode(KIND, meta, {"schema": self.input_schema.empty_table(), **tables})
 
@@ -368,6 +370,7 @@ class Join(KeyedOperator):
         For a caller that keeps the state in :meth:`snapshot` bytes only (the Spark source
         restores the join every micro-batch, re-spilling its generations).
         """
+        self._held.drop()
         drop_generations(self._groups, self._spill)
 
     @classmethod
@@ -387,7 +390,11 @@ class Join(KeyedOperator):
         op = cls(stage, tables["schema"].schema, list(meta["keys"]), str(meta["ts"]),
                  tuple(meta["aggregates"]), memory_budget=meta["budget"],
                  spill_dir=meta["spill_dir"], n_groups=int(meta["n_groups"]),
-                 push_fraction=float(meta["fraction"]), inactive_after=meta["inactive_after"])
+                 push_fraction=float(meta["fraction"]), inactive_after=meta["inactive_after"],
+                 ordered=bool(meta.get("ordered", False)))
         op._now, op.pushes, op.cleanups = meta["now"], meta["pushes"], meta["cleanups"]
+        op._bound = meta.get("bound")
         unfold_groups(op._groups, op._spill, op._stored, meta["groups"], tables)
+        if "held" in tables:
+            op._held.unfold(meta["held"], tables["held"])
         return op

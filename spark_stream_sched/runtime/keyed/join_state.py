@@ -47,11 +47,17 @@ GENERATION_KIND = "keyed.join.generation"
 
 @dataclass
 class Generation:
-    """One push of a group's memory part: its file, row count and largest event time."""
+    """One push of a group's memory part: its file, row count and largest event time.
+
+    ``floor`` is a lower bound, known at the push, on the event time of every tuple that arrives
+    after it (the larger of ``max_ms`` and the ready bound then): a result this generation misses
+    is completed by such a tuple, so its ts is ``>= floor`` (:mod:`.join_hold`).
+    """
 
     path: str
     rows: int
     max_ms: int
+    floor: int
 
 
 def arrow_bytes(table: pa.Table) -> int:
@@ -76,8 +82,33 @@ def arrow_bytes(table: pa.Table) -> int:
     return total
 
 
-class PartitionGroup:
-    """One partition group's join state and statistics (see the module docstring)."""
+class SizedTable:
+    """Holder of an in-memory table whose Arrow size (:func:`arrow_bytes`) is kept current."""
+
+    _memory: pa.Table
+    _size: int
+
+    @property
+    def memory(self) -> pa.Table:
+        """The table held in memory (one chunk, in order)."""
+        return self._memory
+
+    @memory.setter
+    def memory(self, table: pa.Table) -> None:
+        self._memory = table
+        self._size = arrow_bytes(table) if table.num_rows else 0
+
+    @property
+    def size(self) -> int:
+        """Bytes of :attr:`memory` in the canonical layout (:func:`arrow_bytes`)."""
+        return self._size
+
+
+class PartitionGroup(SizedTable):
+    """One partition group's join state and statistics (see the module docstring).
+
+    :attr:`memory` holds its memory-resident tuples in the total order; :attr:`size` is ``P_s``.
+    """
 
     def __init__(self, gid: int, memory: pa.Table, produced: int = 0,
                  last_insert: int | None = None) -> None:
@@ -88,24 +119,14 @@ class PartitionGroup:
         self.memory = memory
 
     @property
-    def memory(self) -> pa.Table:
-        """The memory-resident tuples (one chunk), in the total order."""
-        return self._memory
-
-    @memory.setter
-    def memory(self, table: pa.Table) -> None:
-        self._memory = table
-        self._size = arrow_bytes(table) if table.num_rows else 0
-
-    @property
-    def size(self) -> int:
-        """``P_s``: bytes of the memory-resident tuples (:func:`arrow_bytes`)."""
-        return self._size
-
-    @property
     def productivity(self) -> float:
         """``P_s / P_o`` (seed 003 §4.3); large means unproductive; ``inf`` if nothing produced."""
         return self.size / self.produced if self.produced else math.inf
+
+    @property
+    def hold_from(self) -> int | None:
+        """Least ts a missing result of this group can have (None: nothing on disk)."""
+        return self.generations[0].floor if self.generations else None
 
     def insert(self, rows: pa.Table, last_ms: int) -> None:
         """Store ``rows`` (in the total order, after every stored tuple); ``T_u = last_ms``."""
@@ -171,8 +192,18 @@ class SpillStore:
         self.directory: str | None = None
         self.written = 0
 
-    def write(self, gid: int, table: pa.Table, max_ms: int) -> Generation:
-        """Write ``table`` as the next generation of group ``gid`` (SpillError naming the file)."""
+    def write(self, gid: int, table: pa.Table, max_ms: int, floor: int | None = None
+              ) -> Generation:
+        """Write ``table`` as the next generation of group ``gid`` (SpillError naming the file).
+
+        ``floor`` defaults to ``max_ms`` (always a valid lower bound of later event times).
+        """
+        path = self.put(f"group-{gid:04d}-gen", GENERATION_KIND,
+                        {"group": gid, "rows": table.num_rows}, table)
+        return Generation(path, table.num_rows, max_ms, max_ms if floor is None else floor)
+
+    def put(self, name: str, kind: str, meta: dict[str, Any], table: pa.Table) -> str:
+        """Write ``table`` as the next numbered file ``<name>-<n>.arrow``; its path."""
         if self.directory is None:
             try:
                 if self.parent is not None:
@@ -180,26 +211,29 @@ class SpillStore:
                 self.directory = tempfile.mkdtemp(prefix="join-spill-", dir=self.parent)
             except OSError as exc:
                 raise spill_error(self.parent or tempfile.gettempdir(), exc) from exc
-        path = os.path.join(self.directory, f"group-{gid:04d}-gen-{self.written:06d}.arrow")
-        write_snapshot(path, GENERATION_KIND, {"group": gid, "rows": table.num_rows},
-                       {"tuples": table}, sync_dir=False)
+        path = os.path.join(self.directory, f"{name}-{self.written:06d}.arrow")
+        write_snapshot(path, kind, meta, {"tuples": table}, sync_dir=False)
         self.written += 1
-        return Generation(path, table.num_rows, max_ms)
+        return path
 
     def read(self, generation: Generation, schema: pa.Schema) -> pa.Table:
         """The tuples of ``generation`` (StateError if missing, corrupt or of another schema)."""
+        return self.get(generation.path, GENERATION_KIND, "join generation", schema,
+                        generation.rows)
+
+    def get(self, path: str, kind: str, what: str, schema: pa.Schema, rows: int) -> pa.Table:
+        """The table :meth:`put` wrote to ``path`` (StateError if missing, corrupt or changed)."""
         advice = "the join's spill directory was changed while the query ran; restart it"
-        _, tables = read_snapshot(generation.path, GENERATION_KIND, "join generation", advice)
+        _, tables = read_snapshot(path, kind, what, advice)
         table = tables.get("tuples")
-        if table is None or not table.schema.equals(schema) or table.num_rows != generation.rows:
-            raise StateError(f"join generation {generation.path} does not hold the expected "
-                             f"tuples; {advice}")
+        if table is None or not table.schema.equals(schema) or table.num_rows != rows:
+            raise StateError(f"{what} {path} does not hold the expected rows; {advice}")
         return table
 
-    def delete(self, generation: Generation) -> None:
-        """Remove a generation file that clean-up has merged."""
+    def delete(self, generation: Generation | str) -> None:
+        """Remove a generation (or another spilled file) that is no longer needed."""
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(generation.path)
+            os.unlink(generation if isinstance(generation, str) else generation.path)
 
     def close(self) -> None:
         """Remove the (empty) spill directory."""
@@ -227,7 +261,7 @@ def fold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Sche
     """
     spilled = [spill.read(x, schema) for g in groups for x in g.generations]
     meta = [[g.produced, g.last_insert, g.memory.num_rows,
-             [[x.rows, x.max_ms] for x in g.generations]] for g in groups]
+             [[x.rows, x.max_ms, x.floor] for x in g.generations]] for g in groups]
     return meta, {"memory": pa.concat_tables([schema.empty_table(), *(g.memory for g in groups)]),
                   "spilled": pa.concat_tables([schema.empty_table(), *spilled])}
 
@@ -242,9 +276,10 @@ def unfold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Sc
         group.produced, group.last_insert = int(produced), last
         group.memory = fresh(memory.slice(at, rows))
         at += rows
-        for count, max_ms in generations:
+        for count, max_ms, *floor in generations:  # older snapshots have no floor
             part = fresh(spilled.slice(at_spilled, count))
-            group.generations.append(spill.write(group.gid, part, int(max_ms)))
+            group.generations.append(spill.write(group.gid, part, int(max_ms),
+                                                 int(floor[0]) if floor else None))
             at_spilled += count
 
 

@@ -122,7 +122,6 @@ class Pipeline:
                                 self.aggregates if closing else ())
             self.operators.append(op)
             schema = op.output_schema
-        self._check_spilling_join(window)
         self.window = None
         if window is not None:
             if not self.operators[-1].emits_rows:
@@ -130,19 +129,6 @@ class Pipeline:
                                            "the operator")
             self.window = WindowAggregator(window, self.key_columns, list(self.aggregates),
                                            ts_column, schema)
-
-    def _check_spilling_join(self, window: WindowSpec | None) -> None:
-        """A join with a memory budget must end the pipeline.
-
-        Its clean-up stage (seed 003 Eq. 1) emits the results that pushed state missed *after*
-        later results, so rows after it are no longer in the total order that a following
-        window or keyed operator needs.
-        """
-        for i, stage in enumerate(self.stages):
-            if stage.name == "join" and stage.keyword("budget") is not None and (
-                    i < len(self.stages) - 1 or window is not None):
-                raise stage.fail("with a budget its clean-up results leave late, so it must "
-                                 "be the last operator and the query may have no window")
 
     # -- shape -------------------------------------------------------------------------------
 
@@ -184,10 +170,13 @@ class Pipeline:
         """Push released rows through every stage; return what the pipeline emits.
 
         Contract of :meth:`WindowAggregator.update`: ``rows`` in the total order, every tuple
-        with ``ts < bound`` not given before; bounds never decrease.
+        with ``ts < bound`` not given before; bounds never decrease. Each stage passes on the
+        bound its output proves (:meth:`~.base.KeyedOperator.output_bound`: a join with state
+        on disk holds results back, so the stages after it see a lower bound).
         """
         for op in self.operators:
             rows = op.update(rows, bound)
+            bound = op.output_bound(bound)
         return rows if self.window is None else self.window.update(rows, bound)
 
     def finish(self) -> pa.Table:

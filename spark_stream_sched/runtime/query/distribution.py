@@ -25,9 +25,9 @@ Deviations from the paper: a task's memory ``M_t`` is the sum of its groups' ``P
 Arrow state in memory, not the process's RSS, which Spark's Python workers share with other
 tasks); a task's output rate is the results its groups produced in the previous micro-batch
 (the sampling interval of §6 is one batch), divided by its group count inside
-``plan_adaptation``; pushes apply only when the query's last stage is a join without a window
+``plan_adaptation``; pushes apply only when the query has a join stage
 (:func:`~.group_load.can_spill`): other operators have no clean-up stage to recover the results
-a pushed group would miss.
+a pushed group would miss (and pushes only the join stages' memory parts).
 """
 
 from __future__ import annotations

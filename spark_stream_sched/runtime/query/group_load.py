@@ -12,8 +12,9 @@ operator; this module reads its figures and applies a push, without caring which
 * :func:`push_to_disk` -- push every join stage's memory parts as generations (§4.1); the
   clean-up stage (§4.2, Eq. 1) later emits exactly the results they missed;
 * :func:`release` -- delete those files once the group's snapshot holds them;
-* :func:`can_spill` -- whether pushing is allowed for a query: its last stage must be a join
-  and it may have no window, because clean-up results leave late (as for ``budget=``).
+* :func:`can_spill` -- whether pushing is allowed for a query: it needs a join stage, whose
+  clean-up recovers what pushed state missed (its reorder buffer keeps the output in order, so
+  stages and a window may follow it).
 
 ``P_o`` is not read from the operator: the distribution manager adds up the rows each group
 emitted per batch (every emitted row of a join is one result), which works for any pipeline.
@@ -32,9 +33,8 @@ from spark_stream_sched.runtime.query.spec import QuerySpec
 
 
 def can_spill(spec: QuerySpec) -> bool:
-    """True when the query's last stage is a join and it has no window."""
-    return bool(spec.operators) and spec.window is None and (
-        parse_stage(spec.operators[-1]).name == Join.name)
+    """True when the query has a join stage (the only state with a clean-up stage)."""
+    return any(parse_stage(text).name == Join.name for text in spec.operators)
 
 
 def _joins(operator: GroupOperator) -> list[Join]:

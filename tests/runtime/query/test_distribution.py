@@ -108,9 +108,12 @@ def test_pushes_only_for_a_query_that_can_spill() -> None:
     assert "pushes skipped" in windows.reason
     join = {"keyColumns": "k", "operators": "join(3, within=5 seconds)"}
     assert can_spill(spec_from_options(join, 3))
-    assert not can_spill(spec_from_options({**join, "operators": "join(3); delta(v)"}, 3))
-    assert not can_spill(spec_from_options(
+    assert can_spill(spec_from_options({**join, "operators": "join(3); delta(v)"}, 3))
+    assert can_spill(spec_from_options(
         {**join, "window": "10s", "aggregates": "count(*) as n"}, 3))
+    assert not can_spill(spec_from_options(
+        {"keyColumns": "k", "operators": "delta(v)", "window": "10s",
+         "aggregates": "count(*) as n"}, 3))
 
 
 @settings(max_examples=150, deadline=None)

@@ -110,7 +110,7 @@ def test_the_compose_block_shows_the_commands_the_compose_tests_run() -> None:
 def test_the_keyed_operator_examples_run(demo: int) -> None:
     keyed = [b for b in blocks("bash") if "smart_grid_keyed.toml" in b]
     assert len(keyed) == 1
-    run_line, sessions_line = commands(keyed[0])
+    run_line, sessions_line, join_line = commands(keyed[0])
     out = run(["bash", "-c", run_line]).stdout
     assert "rows out" in out
     assert "net_change" in out  # the windows over the per-meter changes
@@ -120,3 +120,14 @@ def test_the_keyed_operator_examples_run(demo: int) -> None:
     lines = target.read_text().splitlines()
     assert lines[0] == '"session_start","session_end","meter","readings","first_v"'
     assert len(lines) > 100
+    joined = REPO / "demo-output" / "joined.csv"
+    joined.unlink(missing_ok=True)
+    run(["bash", "-c", join_line])
+    assert joined.read_text().splitlines()[0] == (
+        '"window_start","window_end","meter","pairs","total","first_v1"')
+    assert len(joined.read_text().splitlines()) > 100
+    # the same query without a budget (nothing spills) gives the same bytes
+    unbudgeted = join_line.replace(", budget=16k", "").replace("joined.csv", "joined-ref.csv")
+    assert unbudgeted != join_line
+    run(["bash", "-c", unbudgeted])
+    assert joined.read_bytes() == (REPO / "demo-output" / "joined-ref.csv").read_bytes()

@@ -66,7 +66,7 @@ def advance(reader: OrderedAggStreamReader, batches: int) -> dict[str, Any]:
     return start
 
 
-@pytest.mark.parametrize(("policy", "budget"), [("lazy-disk", "700"), ("active-disk", "100k")])
+@pytest.mark.parametrize(("policy", "budget"), [("lazy-disk", "700"), ("active-disk", "900")])
 def test_adaptive_join_moves_groups_and_equals_the_oracle(tmp_path: Path, policy: str,
                                                           budget: str) -> None:
     tables = write_join_inputs(tmp_path)

@@ -60,9 +60,11 @@ Deviations from the paper, and why:
   "force the partitions of the lower output rate machine to be pushed into disks", which is
   what this module does (pushing the productive task's groups would lower throughput, the
   opposite of the rule's purpose).
-* ``M_q`` (the estimated memory of the whole query) cannot be measured at a batch boundary; it
-  is the optional ``query_memory`` argument. Without it (or without a ``budget``, which gives
-  ``M_c = tasks * budget``) only the ``push_fraction`` bound applies.
+* ``M_q`` (the estimated memory of the whole query) is the optional ``query_memory`` argument:
+  the Spark source passes the state of every group in memory plus what its joins hold on disk
+  (:func:`~spark_stream_sched.runtime.query.distribution.next_assignment`), the bench
+  extrapolates it. Without it (or without a ``budget``, which gives ``M_c = tasks * budget``)
+  only the ``push_fraction`` bound applies.
 """
 
 from __future__ import annotations

@@ -123,9 +123,8 @@ class Join(KeyedOperator):
     Raises
     ------
     ConfigError
-        Naming the stage: ``N`` not an integer 2..8, a malformed ``within`` or ``budget``, another
-        keyword, an alias, a missing column, clashing output names, ``n_groups < 1`` or
-        ``push_fraction`` outside ``(0, 1]``.
+        Naming the stage: bad arguments (:func:`~.join_spec.parse_join`), a missing column,
+        clashing output names, ``n_groups < 1`` or ``push_fraction`` outside ``(0, 1]``.
     """
 
     name = "join"
@@ -346,6 +345,11 @@ class Join(KeyedOperator):
         return [g.stats() for g in self._groups]
 
     @property
+    def spilled_bytes(self) -> int:
+        """Bytes of state on disk (generations and held results), as they took in memory."""
+        return sum(x.size for g in self._groups for x in g.generations) + self._held.spilled_bytes
+
+    @property
     def state_bytes(self) -> int:
         """Bytes of memory-resident state (the sum of ``P_s`` and the held results in memory)."""
         return sum(g.size for g in self._groups) + self._held.size
@@ -365,11 +369,7 @@ class Join(KeyedOperator):
         return encode(KIND, meta, {"schema": self.input_schema.empty_table(), **tables})
 
     def close(self) -> None:
-        """Delete the generation files and the spill directory; the operator is done.
-
-        For a caller that keeps the state in :meth:`snapshot` bytes only (the Spark source
-        restores the join every micro-batch, re-spilling its generations).
-        """
+        """Delete the spilled files and directory (the state lives on in :meth:`snapshot`)."""
         self._held.drop()
         drop_generations(self._groups, self._spill)
 
@@ -392,8 +392,8 @@ class Join(KeyedOperator):
                  spill_dir=meta["spill_dir"], n_groups=int(meta["n_groups"]),
                  push_fraction=float(meta["fraction"]), inactive_after=meta["inactive_after"],
                  ordered=bool(meta.get("ordered", False)))
-        op._now, op.pushes, op.cleanups = meta["now"], meta["pushes"], meta["cleanups"]
-        op._bound = meta.get("bound")
+        op._now, op._bound = meta["now"], meta.get("bound")
+        op.pushes, op.cleanups = meta["pushes"], meta["cleanups"]
         unfold_groups(op._groups, op._spill, op._stored, meta["groups"], tables)
         if "held" in tables:
             op._held.unfold(meta["held"], tables["held"])

@@ -54,6 +54,7 @@ class HeldRun:
     path: str
     rows: int
     min_ms: int
+    size: int
 
 
 class HeldResults(SizedTable):
@@ -79,6 +80,11 @@ class HeldResults(SizedTable):
         self._spill = spill
         self.runs: list[HeldRun] = []
         self.memory = self.schema.empty_table()
+
+    @property
+    def spilled_bytes(self) -> int:
+        """Bytes the held results on disk took in memory."""
+        return sum(r.size for r in self.runs)
 
     @property
     def rows(self) -> int:
@@ -120,7 +126,7 @@ class HeldResults(SizedTable):
         if self.memory.num_rows:
             ms = np.asarray(self.memory.column(ORDER_MS).to_numpy())
             path = self._spill.put("held", HELD_KIND, {"rows": self.memory.num_rows}, self.memory)
-            self.runs.append(HeldRun(path, self.memory.num_rows, int(ms.min())))
+            self.runs.append(HeldRun(path, self.memory.num_rows, int(ms.min()), size))
             self.memory = self.schema.empty_table()
         return size
 

@@ -58,6 +58,8 @@ class Generation:
     rows: int
     max_ms: int
     floor: int
+    #: Arrow bytes of the pushed tuples (:func:`arrow_bytes`), what they took in memory.
+    size: int = 0
 
 
 def arrow_bytes(table: pa.Table) -> int:
@@ -200,7 +202,8 @@ class SpillStore:
         """
         path = self.put(f"group-{gid:04d}-gen", GENERATION_KIND,
                         {"group": gid, "rows": table.num_rows}, table)
-        return Generation(path, table.num_rows, max_ms, max_ms if floor is None else floor)
+        return Generation(path, table.num_rows, max_ms, max_ms if floor is None else floor,
+                          arrow_bytes(table) if table.num_rows else 0)
 
     def put(self, name: str, kind: str, meta: dict[str, Any], table: pa.Table) -> str:
         """Write ``table`` as the next numbered file ``<name>-<n>.arrow``; its path."""

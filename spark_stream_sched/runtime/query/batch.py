@@ -19,8 +19,8 @@ output order. Per batch:
    ``(window_end, window_start, keys)``.
 
 For distributed adaptation (seed 003 §5-§6, :mod:`~.distribution`) the batch also reports, per
-group, ``P_s`` (bytes in memory), the results it emitted and whether it has spilled generations
-(metric ``group_loads``), and first pushes the join state of the groups in ``pushes`` to disk
+group, ``P_s`` (bytes in memory), the results it emitted and the bytes its join stages hold on
+disk (metric ``group_loads``), and first pushes the join state of the groups in ``pushes`` to disk
 (:mod:`~.group_load`).
 
 Nothing persistent is rebuilt per batch: executor pools are borrowed from
@@ -49,10 +49,10 @@ from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
 from spark_stream_sched.runtime.plan.stats import StatsTable
 from spark_stream_sched.runtime.predicate import Predicate
 from spark_stream_sched.runtime.query.group_load import (
-    has_spilled,
     memory_bytes,
     push_to_disk,
     release,
+    spilled_bytes,
 )
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.state.versions import GroupState
@@ -197,7 +197,7 @@ class GroupedBatch:
                    ) -> tuple[list[pa.Table], dict[int, bytes]]:
         """Each group's operator, one after another; ``loads`` gets each group's figures.
 
-        ``loads[g] = [P_s bytes, results emitted, 1 if spilled else 0]`` (seed 003 §4.3).
+        ``loads[g] = [P_s bytes, results emitted, bytes on disk]`` (seed 003 §4.3).
         """
         outputs, windows = [], {}
         for g, (snapshot, released, pending) in loaded.items():
@@ -208,7 +208,7 @@ class GroupedBatch:
             outputs.append(out)
             windows[g] = group.snapshot()
             if loads is not None:
-                loads[g] = [memory_bytes(group, pending), out.num_rows, int(has_spilled(group))]
+                loads[g] = [memory_bytes(group, pending), out.num_rows, spilled_bytes(group)]
             release(group)
         return outputs, windows
 

@@ -12,8 +12,9 @@ its version file, so "moving" a group means that the next batch's task for it is
 * the previous batch's :class:`~spark_stream_sched.runtime.state.assignments.Assignment`
   (which task ran which group, ``P_o`` so far), and
 * the previous batch's recorded per-task metrics (``group_loads``: per group ``P_s`` bytes in
-  memory, results produced in that batch, whether it has spilled generations — written by
-  :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch`),
+  memory, results produced in that batch, bytes its join stages hold on disk — written by
+  :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch`; active-disk's ``M_q`` is the
+  sum of both byte counts over all groups),
 
 through :func:`~spark_stream_sched.runtime.keyed.adaptation.plan_adaptation`. Nothing reads a
 clock and ties are broken by group id (inside ``plan_adaptation``), so a batch planned again from
@@ -151,16 +152,18 @@ def initial_groups(n_groups: int, n_tasks: int) -> tuple[int, ...]:
 
 
 def loads_from_parts(parts: Sequence[Mapping[str, Any]], n_groups: int
-                     ) -> dict[int, tuple[int, int, bool]] | None:
-    """Per group ``(P_s bytes, results in the batch, spilled)`` from a batch's task metrics.
+                     ) -> dict[int, tuple[int, int, int]] | None:
+    """Per group ``(P_s bytes, results in the batch, bytes on disk)`` from a batch's metrics.
+
+    Metrics written before bytes on disk were reported give ``1`` for a spilled group.
 
     None when some group is missing (metrics of a batch planned without them, or lost): the
     distribution manager then keeps the assignment as it is.
     """
-    loads: dict[int, tuple[int, int, bool]] = {}
+    loads: dict[int, tuple[int, int, int]] = {}
     for part in parts:
         for key, (size, out, spilled) in dict(part.get("group_loads") or {}).items():
-            loads[int(key)] = (int(size), int(out), bool(spilled))
+            loads[int(key)] = (int(size), int(out), int(spilled))
     return loads if set(loads) == set(range(n_groups)) else None
 
 
@@ -186,14 +189,16 @@ def next_assignment(version: str, previous: Assignment | None,
         return Assignment(version, n_tasks, groups, (), before, active_pushed=active_pushed,
                           reason=why)
     produced = tuple(before[g] + loads[g][1] for g in range(n_groups))
-    group_loads = [GroupLoad(g, groups[g], loads[g][0], produced[g], loads[g][2])
+    group_loads = [GroupLoad(g, groups[g], loads[g][0], produced[g], loads[g][2] > 0)
                    for g in range(n_groups)]
+    # M_q (§6): what the query's state would take in memory with nothing pushed
+    query_memory = sum(loads[g][0] + loads[g][2] for g in range(n_groups))
     rates = {t: float(sum(loads[g][1] for g in range(n_groups) if groups[g] == t))
              for t in sorted(set(groups))}
     plan = plan_adaptation(group_loads, n_tasks, policy=config.policy, theta_d=config.theta_d,
                            theta_f=config.theta_f, budget=config.budget,
                            push_fraction=config.push_fraction, rates=rates,
-                           active_pushed=active_pushed)
+                           query_memory=query_memory, active_pushed=active_pushed)
     pushes = plan.pushes if spillable else ()
     after = apply_plan(dict(enumerate(groups)), plan)
     reason = plan.reason if spillable or not plan.pushes else (

@@ -7,8 +7,9 @@ operator; this module reads its figures and applies a push, without caring which
 
 * :func:`memory_bytes` -- ``P_s``: Arrow bytes of the rows still waiting for readiness plus the
   operator's memory-resident state (a join's memory parts, not its generations on disk);
-* :func:`has_spilled` -- whether a join stage has generations on disk (lazy-disk never moves
-  such a group, seed 003 §6 restriction 2);
+* :func:`spilled_bytes` -- bytes a group's join stages hold on disk, as they took in memory
+  (non-zero: the group has spilled, and lazy-disk never moves it, seed 003 §6 restriction 2;
+  the sum over groups with ``P_s`` estimates the query's memory ``M_q`` for active-disk);
 * :func:`push_to_disk` -- push every join stage's memory parts as generations (§4.1); the
   clean-up stage (§4.2, Eq. 1) later emits exactly the results they missed;
 * :func:`release` -- delete those files once the group's snapshot holds them;
@@ -53,9 +54,9 @@ def memory_bytes(operator: GroupOperator, pending: pa.Table | None) -> int:
     return waiting + int(operator.state_bytes)
 
 
-def has_spilled(operator: GroupOperator) -> bool:
-    """True if a join stage of the group holds generations on disk."""
-    return any(s["generations"] for op in _joins(operator) for s in op.groups_stats())
+def spilled_bytes(operator: GroupOperator) -> int:
+    """Bytes the group's join stages hold on disk (0: nothing spilled)."""
+    return sum(op.spilled_bytes for op in _joins(operator))
 
 
 def push_to_disk(operator: GroupOperator) -> int:

@@ -116,6 +116,26 @@ def test_pushes_only_for_a_query_that_can_spill() -> None:
          "aggregates": "count(*) as n"}, 3))
 
 
+def test_active_disk_pushes_at_most_m_q_minus_m_c() -> None:
+    # Two tasks of two groups, 400 B each: balanced and under the 1000 B budget, but task 1
+    # produced nothing (MaxRate/MinRate infinite). M_q = memory + bytes on disk; M_c = 2 x 1000.
+    active = AdaptationConfig("active-disk", budget=1000)
+    previous = start(4, 2)
+
+    def plan(on_disk: int) -> Assignment:
+        loads = {0: (400, 50, on_disk), 1: (400, 50, 0), 2: (400, 0, 0), 3: (400, 0, 0)}
+        return next_assignment("v1", previous, parts_of(previous, loads), 4, 2, active, True)
+
+    fits = plan(0)  # M_q = 1600 <= M_c: the cluster holds the query, nothing to push
+    assert fits.pushes == ()
+    assert "pushes 0 B" in fits.reason
+    over = plan(900)  # M_q = 2500: at most 500 B may go, one 400 B group of the slow task
+    assert len(over.pushes) == 1
+    assert over.pushes[0] in (2, 3)
+    assert "at most 500 B left of M_q - M_c" in over.reason
+    assert over.active_pushed == 400
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(2, 12), st.integers(1, 4), st.data())
 def test_the_same_files_give_the_same_assignment_and_spilled_groups_stay(

@@ -37,11 +37,14 @@ until at least ``push_fraction`` (30%) of the bytes went and the rest fits. A pu
 stops producing results: results between it and later tuples are *missing* until the **clean-up
 stage** (§4.2) merges all generations of the group with its memory part and emits exactly
 ``V' - V_1 - ... - V_k`` (Eq. 1 applied iteratively): the results over the union whose tuples do
-not all come from one epoch (generation or memory part). It runs when the group's window closes
--- ``bound >= max ts of its generations + W``: no later tuple can join them; and every memory
-tuple arrived after the last push, so its ``ts >= max ts of the generations`` and it is purged
-only at a bound ``>= ts + W``, never before this clean-up, which runs before the purge of the
-same update -- and at :meth:`Join.finish` (unwindowed joins clean up only there).
+not all come from one epoch (generation or memory part). It runs for the generations whose
+window closed -- ``bound >= max ts of the generation + W``: no later tuple can join them (a
+prefix, as generations are pushed in order) -- and produces the results whose earliest tuple
+is in one of them; later epochs are left to their own clean-up, so a group pushed again and
+again still cleans up its old generations. Every memory tuple arrived after the last push, so
+its ``ts >= max ts of the generations`` and it is purged only at a bound ``>= ts + W``, never
+before such a clean-up, which runs before the purge of the same update. :meth:`Join.finish`
+cleans up everything (unwindowed joins clean up only there).
 
 **Order with spilling.** By default (``ordered=True``) the output stays in the total order
 whatever is pushed: results that a missing result could precede are held in a reorder buffer
@@ -70,7 +73,7 @@ from spark_stream_sched.errors import ConfigError, StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.groups import KEY
 from spark_stream_sched.runtime.keyed.join_hold import HeldResults
-from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, member
+from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, member, order_keys
 from spark_stream_sched.runtime.keyed.join_match import ordered_results as ordered
 from spark_stream_sched.runtime.keyed.join_spec import (
     check_inputs,
@@ -188,8 +191,9 @@ class Join(KeyedOperator):
         self._bound = bound if bound is not None else self._bound
         cleaned = []
         if bound is not None and self.within is not None:
-            cleaned = [self._clean_up(g) for g in self._groups if g.generations
-                       and bound >= max(x.max_ms for x in g.generations) + self.within]
+            closing = [(g, sum(bound >= x.max_ms + self.within for x in g.generations))
+                       for g in self._groups]
+            cleaned = [self._clean_up(g, closed) for g, closed in closing if closed]
             self._purge(bound - self.within)
         self._push()
         if holding:  # a missing result may precede some of them: through the reorder buffer
@@ -226,7 +230,7 @@ class Join(KeyedOperator):
         group.produced += len(found)
         group.insert(packet, int(ms[-1]))
         if index is None:
-            return self._results(universe, found, self._keys(universe, found))
+            return self._results(universe, found, order_keys(universe, found, MS))
         return self._results(universe, found,
                              index[found.probe - memory.num_rows].reshape(1, -1))
 
@@ -291,22 +295,26 @@ class Join(KeyedOperator):
 
     # -- clean-up stage (seed 003 §4.2, Eq. 1) -----------------------------------------------
 
-    def _clean_up(self, group: PartitionGroup) -> tuple[pa.Table, np.ndarray]:
-        """The group's missing results: over all its epochs, those spanning two or more."""
+    def _clean_up(self, group: PartitionGroup, closed: int | None = None
+                  ) -> tuple[pa.Table, np.ndarray]:
+        """The missing results with a tuple of the group's first ``closed`` generations (all).
+
+        Over all its epochs, the results spanning two or more whose earliest epoch is one of
+        those generations, which are then deleted (later epochs keep their own clean-up).
+        """
+        closed = len(group.generations) if closed is None else closed
         parts = [self._spill.read(g, self._stored) for g in group.generations] + [group.memory]
         epoch = np.repeat(np.arange(len(parts)), [p.num_rows for p in parts])
         universe = pa.concat_tables(parts).combine_chunks()
         found = self._match(universe, np.arange(universe.num_rows))
-        mixed = np.zeros(len(found), bool)
-        for partner in found.partners:
-            mixed |= epoch[partner] != epoch[found.probe]
-        found = found.where(mixed)
+        first = np.minimum.reduce([epoch[p] for p in found.partners])
+        found = found.where((first < closed) & (first != epoch[found.probe]))
         group.produced += len(found)
-        for generation in group.generations:
+        for generation in group.generations[:closed]:
             self._spill.delete(generation)
-        group.generations = []
+        group.generations = group.generations[closed:]
         self.cleanups += 1
-        return self._results(universe, found, self._keys(universe, found))
+        return self._results(universe, found, order_keys(universe, found, MS))
 
     def finish(self) -> pa.Table:
         """End of input: clean up every group that still has generations on disk."""
@@ -320,14 +328,6 @@ class Join(KeyedOperator):
     def _match(self, universe: pa.Table, probes: np.ndarray) -> Matches:
         return match(column(universe, KEY, np.uint64), column(universe, INPUT_COL, np.int64),
                      column(universe, MS, np.int64), probes, self.n_inputs, self.within)
-
-    @staticmethod
-    def _keys(universe: pa.Table, found: Matches) -> np.ndarray:
-        """Full order keys of ``found``: completing ``(ms, input, seq)``, then partners' seq."""
-        seq = column(universe, SEQ_COL, np.int64)
-        return np.stack([column(universe, MS, np.int64)[found.probe],
-                         column(universe, INPUT_COL, np.int64)[found.probe], seq[found.probe],
-                         *(seq[p] for p in found.partners)])
 
     def _results(self, universe: pa.Table, found: Matches,
                  keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:

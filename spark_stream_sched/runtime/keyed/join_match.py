@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+
 
 @dataclass(frozen=True)
 class Matches:
@@ -110,6 +112,18 @@ def _enumerate(probes: np.ndarray, own: np.ndarray, order: np.ndarray, lows: lis
         partners[j] = np.where(mine, probes[which],
                                order[np.where(mine, 0, lows[j][which] + digit)])
     return Matches(probes[which], partners)
+
+
+def order_keys(universe: pa.Table, found: Matches, ms: str) -> np.ndarray:
+    """Full order keys of ``found`` (one row per key, major first).
+
+    The completing tuple's ``(ms, input, seq)``, then each partner's seq, input 0 first;
+    ``ms`` names the universe's event-time column.
+    """
+    seq = column(universe, SEQ_COL, np.int64)
+    return np.stack([column(universe, ms, np.int64)[found.probe],
+                     column(universe, INPUT_COL, np.int64)[found.probe], seq[found.probe],
+                     *(seq[p] for p in found.partners)])
 
 
 def column(table: pa.Table, name: str, dtype: type[np.generic]) -> np.ndarray:

@@ -216,6 +216,27 @@ def test_tiny_budget_pushes_and_clean_up_recovers_every_missing_result(spill_roo
     assert os.listdir(spill_root) == []
 
 
+def test_a_group_pushed_after_every_update_still_cleans_up_and_releases(spill_root) -> None:
+    # One hot key, a tuple of each input every ms, updates of 2 ms, budget 0: the group is
+    # pushed after every update, so it always has a generation younger than the window. Its
+    # old generations are cleaned up as their window closes, so the held results leave and the
+    # bound passed on keeps up with the ready bound (a result at t leaves by bound t + within).
+    rows = table([(t, i, "hot") for t in range(100) for i in (0, 1)])
+    op = Join(stage(2, 5), SCHEMA, ["k"], "ts", memory_budget=0, spill_dir=spill_root,
+              n_groups=1)
+    out = []
+    for start in range(0, 200, 4):
+        bound = rows.column("ts")[start + 3].as_py() + 1
+        out.append(op.update(rows.slice(start, 4), bound))
+        assert op.output_bound(bound) >= bound - 5 - 1, (bound, op.hold_from)
+    released = sum(t.num_rows for t in out)
+    out.append(op.finish())
+    expected = exact(reference_join(rows, ["k"], 2, 5))
+    assert exact(pa.concat_tables(out).to_pylist()) == expected
+    assert released > 0.8 * len(expected)  # most results left before the end of input
+    assert op.pushes >= 40
+
+
 def test_unordered_join_emits_clean_up_results_late(spill_root) -> None:
     # The same rows with ordered=False (seed 003's behaviour, used by the adaptation bench).
     rows = table([(0, 0, "a"), (1, 1, "a"), (3, 0, "a"), (4, 1, "a")])

@@ -112,13 +112,17 @@ class HeldResults(SizedTable):
             self._spill.delete(run.path)
             self.runs.remove(run)
         table = pa.concat_tables(parts).combine_chunks()
+        if below is not None:  # only what leaves is sorted; the rest stays held, unsorted
+            ms = np.asarray(table.column(ORDER_MS).to_numpy())
+            leaving = ms < below
+            self.memory = table.filter(pa.array(~leaving)).combine_chunks()
+            table = table.filter(pa.array(leaving))
+        else:
+            self.memory = self.schema.empty_table()
         if not table.num_rows:
             return self.output.empty_table()
         table = table.take(order_of(table, self.n_inputs))
-        ms = np.asarray(table.column(ORDER_MS).to_numpy())
-        cut = table.num_rows if below is None else int(np.searchsorted(ms, below, "left"))
-        self.memory = fresh(table.slice(cut))
-        return table.slice(0, cut).select(self.output.names).combine_chunks()
+        return table.select(self.output.names).combine_chunks()
 
     def push(self) -> int:
         """Write the held results in memory as one run on disk; bytes pushed."""

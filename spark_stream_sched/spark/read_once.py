@@ -107,7 +107,7 @@ def _rank_by_task(task_of: np.ndarray) -> np.ndarray:
     the number of groups, so it fits in ``uint16`` for up to 65,536 groups, where NumPy's stable
     sort is a radix sort (about 3.5x faster than on ``int32`` for 500 k rows here).
     """
-    positions = np.lexsort((np.arange(len(task_of)), task_of))
+    positions = np.argsort(task_of, kind="stable")  # ties (one task's groups) by group id
     rank = np.empty(len(task_of), np.int64)
     rank[positions] = np.arange(len(task_of))
     return rank.astype(np.uint16) if len(task_of) <= 1 << 16 else rank

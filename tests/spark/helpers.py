@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -147,3 +148,8 @@ def run_to_end(query: Any) -> BaseException | None:
         query.awaitTermination(300)
     assert not query.isActive
     return query.exception()
+
+
+def file_bytes(directory: Path) -> dict[str, bytes]:
+    """Name -> bytes of every file directly in ``directory`` (compared byte for byte)."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}

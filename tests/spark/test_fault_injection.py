@@ -39,6 +39,7 @@ from . import test_sink
 from .helpers import (
     assert_matches_oracle,
     expected_rows,
+    file_bytes,
     source_options,
     write_inputs,
 )
@@ -185,10 +186,6 @@ def _median_batch_seconds(query: Any) -> float:
     return took[len(took) // 2] / 1000
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
 def _rows(directory: Path) -> list[dict[str, Any]]:
     tables = [pq.read_table(p) for p in sorted(directory.glob("*.parquet"))]
     return pa.concat_tables(tables).to_pylist()
@@ -203,7 +200,7 @@ def test_source_killed_at_random_points_restarts_to_identical_output(spark: Any,
                              maxRecordsPerTrigger=100)
     clean_out, per_batch = _clean_source_run(
         spark, options | {"stateLocation": str(tmp_path / "clean" / "state")}, tmp_path / "clean")
-    clean = _files(clean_out)
+    clean = file_bytes(clean_out)
     n_batches = len(clean)
     assert n_batches >= 8, "maxRecordsPerTrigger makes a multi-batch query"
     (tmp_path / "options.json").write_text(json.dumps(options))
@@ -234,7 +231,7 @@ def test_source_killed_at_random_points_restarts_to_identical_output(spark: Any,
     print(chain.report(), flush=True)
 
     assert sum(a.killed for a in chain.attempts) >= min(KILLS, 3), chain.report()
-    assert _files(out) == clean  # every per-batch Parquet file, byte for byte
+    assert file_bytes(out) == clean  # every per-batch Parquet file, byte for byte
     assert_matches_oracle(_rows(out), expected_rows(tables))
 
 
@@ -254,7 +251,7 @@ def test_sink_killed_at_random_points_restarts_to_identical_output(spark: Any,
     assert query.exception() is None
     sink.finish_sink(clean_opts)
     per_batch = _median_batch_seconds(query)
-    clean = _files(tmp_path / "clean" / "out")
+    clean = file_bytes(tmp_path / "clean" / "out")
     opts = test_sink.options(tmp_path, sequenceColumn=SEQUENCE_COLUMN)
     (tmp_path / "job.json").write_text(json.dumps(
         {"dirs": [str(d) for d in dirs], "options": opts, "files_per_trigger": 1}))
@@ -287,6 +284,6 @@ def test_sink_killed_at_random_points_restarts_to_identical_output(spark: Any,
     print(chain.report(), flush=True)
 
     assert sum(a.killed for a in chain.attempts) >= min(KILLS, 3), chain.report()
-    assert _files(tmp_path / "out") == clean
+    assert file_bytes(tmp_path / "out") == clean
     rows = test_sink.output_rows(tmp_path / "out")
     assert rows == test_sink.expected_rows(tables)

@@ -25,11 +25,11 @@ from . import test_sink
 from .helpers import (
     assert_matches_oracle,
     expected_rows,
+    file_bytes,
     run_to_end,
     source_options,
     write_inputs,
 )
-from .test_fault_injection import _files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 # -- 2. damaged state and offset files under a real restart -----------------------------------
 
 
-def _hold_back_last_files(root: Path, n_inputs: int, held: Path) -> list[tuple[Path, Path]]:
+def _hold_back_lastfile_bytes(root: Path, n_inputs: int, held: Path) -> list[tuple[Path, Path]]:
     """Move the newest file of each input aside; return (aside, home) pairs to put back."""
     moves = []
     for j in range(n_inputs):
@@ -92,7 +92,7 @@ def _first_line(error: BaseException) -> str:
 def _stopped_with_new_input(spark: Any, tmp_path: Path) -> tuple[dict[str, str], list[Any]]:
     """A finished first run over all but each input's newest file, which is then put back."""
     write_inputs(str(tmp_path / "in"), n_inputs=3, rows=150)
-    moves = _hold_back_last_files(tmp_path / "in", 3, tmp_path / "held")
+    moves = _hold_back_lastfile_bytes(tmp_path / "in", 3, tmp_path / "held")
     options = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),
                              maxRecordsPerTrigger=100, endOfInput="never")
     first: dict[int, list[dict[str, Any]]] = {}
@@ -154,7 +154,7 @@ def test_damaged_sink_commit_marker_fails_the_restart_naming_it(spark: Any,
     newest = max(markers.glob("batch-*.json"))
     _damage(newest, "flip")
     _put_back(moves)
-    outputs = _files(tmp_path / "out")
+    outputs = file_bytes(tmp_path / "out")
 
     second = test_sink.start_sink_query(spark, dirs, tables[0].schema, opts, 1)
     error = run_to_end(second)
@@ -162,7 +162,7 @@ def test_damaged_sink_commit_marker_fails_the_restart_naming_it(spark: Any,
     print(f"\nflipped byte in {newest}: {_first_line(error)}")
     assert _first_line(error).startswith("spark_stream_sched.errors.StateError: ")
     assert f"commit marker {newest}" in _first_line(error)
-    assert _files(tmp_path / "out") == outputs, "nothing written on top of damaged state"
+    assert file_bytes(tmp_path / "out") == outputs, "nothing written on top of damaged state"
 
 
 # -- 3. two queries on one state location; a full disk during a state write -------------------

@@ -41,24 +41,28 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
-from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX
 from spark_stream_sched.runtime.query.spec import (
     DEFAULT_PARTITION_GROUPS,
     QuerySpec,
     spec_from_options,
 )
-from spark_stream_sched.runtime.window.aggregator import BOUND_COLUMNS, SPARK_TIMESTAMP
-from spark_stream_sched.spark.transform_processor import OrderedProcessor, WireColumn, wire_struct
+from spark_stream_sched.runtime.window.aggregator import (
+    BOUND_COLUMNS,
+    SPARK_TIMESTAMP,
+    WindowAggregator,
+)
+from spark_stream_sched.spark.transform_processor import OrderedProcessor
+from spark_stream_sched.spark.transform_wire import GROUP, RESULTS, ROWS, pack, unpack
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _PROVIDER_CONF, _POLICY_CONF = ("spark.sql.streaming.stateStore.providerClass",
                                  "spark.sql.streaming.multipleWatermarkPolicy")
 #: Internal columns (Spark renames names starting with ``__`` in the pandas frames).
-INPUT, END, GROUP, WATERMARK = "_sss_input", "_sss_end", "_sss_group", "_sss_watermark"
+INPUT, END, WATERMARK = "_sss_input", "_sss_end", "_sss_watermark"
 #: Delay of every input's watermark: 1 ms, so that ``R = W + 1`` (module doc).
 WATERMARK_DELAY = "1 millisecond"
 
@@ -178,30 +182,34 @@ class WindowedStreams:
 
 
 def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
-    """Tag, watermark, union, group and transform (see module doc)."""
+    """Tag, watermark, union, pack by group, transform, unpack (module doc, transform_wire)."""
     from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+    from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
-    payload = _check_inputs(s)
+    payload = _read_columns(s, spec, _check_inputs(s))
     _check_session(s.inputs[0].sparkSession)
     arrow_in = to_arrow_schema(payload, timezone="UTC")
-    wire_in = [WireColumn(f.name, f.type) for f in arrow_in]
     ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
     arrow_out = _output_schema(spec, arrow_in, ts_is_timestamp)
-    wire_out = [WireColumn(f.name, f.type) for f in arrow_out]
     tagged = [_tagged(df, j, s, ts_is_timestamp) for j, df in enumerate(s.inputs)]
     merged = functools.reduce(lambda a, b: a.unionByName(b), tagged)
     end = F.lit(False) if s.end_of_input is None else F.coalesce(F.col(s.end_of_input),
                                                                   F.lit(False))
-    merged = merged.withColumn(GROUP, _group_column(s.keys, s.partition_groups))
-    # End-of-input rows go to the processor, which drops them: a filter here would be pushed
-    # below the watermark and hide them from it.
-    rows = merged.select(*[c.to_wire() for c in wire_in], F.col(INPUT), end.alias(END),
-                         F.col(GROUP))
-    processor = OrderedProcessor(spec, wire_in, wire_out, s.sequence, ts_is_timestamp)
-    out = rows.groupBy(GROUP).transformWithStateInPandas(
-        processor, wire_struct(wire_out), "Append", "EventTime")
-    return out.select(*[c.from_wire() for c in wire_out])
+    # End-of-input rows reach pack(), which drops them: a filter here would be pushed below
+    # the watermark and hide them from it.
+    rows = merged.select(*payload.fieldNames(), F.col(INPUT), end.alias(END))
+    packed = rows.mapInArrow(
+        functools.partial(pack, payload=arrow_in, keys=s.keys, n_groups=s.partition_groups,
+                          input_column=INPUT, end_column=END),
+        StructType([StructField(ROWS, BinaryType()), StructField(GROUP, IntegerType())]))
+    processor = OrderedProcessor(spec, arrow_in, arrow_out, s.sequence, ts_is_timestamp)
+    results = packed.groupBy(GROUP).transformWithStateInPandas(
+        processor, StructType([StructField(RESULTS, BinaryType())]), "Append", "EventTime")
+    out_struct = StructType([StructField(f.name, from_arrow_type(f.type)) for f in arrow_out])
+    return results.mapInArrow(
+        functools.partial(unpack, schema=to_arrow_schema(out_struct, timezone="UTC")),
+        out_struct)
 
 
 def _check_inputs(s: OrderedStreams) -> Any:
@@ -219,6 +227,23 @@ def _check_inputs(s: OrderedStreams) -> Any:
                               f"{schema.simpleString()}; every input needs the same columns")
     _check_columns(s, {f.name: f.dataType for f in schema.fields})
     return T.StructType([f for f in schema.fields if f.name != s.end_of_input])
+
+
+def _read_columns(s: OrderedStreams, spec: QuerySpec, payload: Any) -> Any:
+    """The payload columns the query reads (Spark then reads only those from its source).
+
+    Windows read the timestamp, the keys and the aggregates' columns, plus ``sequence``; keyed
+    operators return every input column, so they keep all. Fewer columns also mean fewer bytes
+    in the rows each group keeps pending in the state store.
+    """
+    from pyspark.sql import types as T  # noqa: N812
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    group = spec.build_group(to_arrow_schema(payload, timezone="UTC"))
+    if not isinstance(group, WindowAggregator):
+        return payload
+    read = {*group.columns, s.timestamp, s.sequence, *s.keys}
+    return T.StructType([f for f in payload.fields if f.name in read])
 
 
 def _check_columns(s: OrderedStreams, types: dict[str, Any]) -> None:
@@ -241,7 +266,7 @@ def _check_columns(s: OrderedStreams, types: dict[str, Any]) -> None:
     ntz = [n for n, t in types.items() if isinstance(t, T.TimestampNTZType)]
     if ntz:
         raise ConfigError(f"columns {ntz} are timestamp_ntz; cast them to timestamp (UTC)")
-    clash = {INPUT, END, GROUP, WATERMARK} & set(types)
+    clash = {INPUT, END, GROUP, WATERMARK, ROWS, RESULTS} & set(types)
     if clash:
         raise ConfigError(f"column names {sorted(clash)} are reserved by ordered()")
 
@@ -280,19 +305,3 @@ def _tagged(df: DataFrame, j: int, s: OrderedStreams, ts_is_timestamp: bool) -> 
                     F.timestamp_millis(F.lit(EVENT_TIME_MAX))).otherwise(ts)
     return (df.withColumn(WATERMARK, ts).withWatermark(WATERMARK, WATERMARK_DELAY)
             .withColumn(INPUT, F.lit(j).cast("int")))
-
-
-def _group_column(keys: tuple[str, ...], n_groups: int) -> Column:
-    """Partition group of each row's key: the runtime's stable hash, in an Arrow UDF."""
-    from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql.pandas.functions import arrow_udf
-
-    if not keys:
-        return F.lit(0).cast("int")
-
-    def assign(*columns: pa.Array) -> pa.Array:
-        table = pa.Table.from_arrays(list(columns), names=list(keys))
-        return pa.array(assign_to_partition_group(key_hash(table, list(keys)), n_groups))
-
-    udf = arrow_udf(assign, "int")  # type: ignore[call-overload]  # scalar by its type hints
-    return udf(*[F.col(k) for k in keys])  # type: ignore[no-any-return]

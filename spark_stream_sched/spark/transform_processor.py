@@ -14,17 +14,15 @@ source keeps) and the ready bound it last used. Each call:
    anything, so the group runs again in the first batch whose watermark is higher, with or
    without new rows.
 
-Rows cross the Python boundary as pandas frames. Spark turns a nullable integer into float64
-there, which is not exact above 2**53, so int64 and timestamp columns travel as decimal strings
-(timestamps as microseconds) both ways and are decoded with Arrow casts (:class:`WireColumn`).
+Rows cross the Python boundary packed: each group's rows of an input batch as one Arrow IPC
+stream, and each call's results as one (:mod:`~spark_stream_sched.spark.transform_wire`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,21 +53,32 @@ from spark_stream_sched.runtime.window.aggregator import (
     WINDOW_START,
     bounds_as_timestamps,
 )
+from spark_stream_sched.spark.transform_wire import (
+    from_ipc,
+    results_frame,
+    to_ipc,
+    unpack_frames,
+)
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+__all__ = ["STATE_NAME", "STATE_SCHEMA", "OrderedProcessor", "from_ipc",
+           "ready_bound_from_watermark"]
 
 log = logging.getLogger(__name__)
 
 #: Name of the processor's one state variable (``stateVarName`` of the ``statestore`` reader).
 STATE_NAME = "ordered"
+#: Compression of the pending rows in the state value. pyspark 4.3's state client moves a
+#: value between the JVM and Python as a pickle, and the JVM pickles ``binary`` byte by byte:
+#: measured on the 2 M-row benchmark, 43 MB of pending rows per micro-batch made that one of
+#: the largest JVM costs. LZ4 cut them about 3x for ~10 ms of CPU per group and batch (zstd:
+#: 5.6x but 30 ms).
+PENDING_COMPRESSION = "lz4"
 #: Its schema: pending rows (Arrow IPC), operator snapshot, last ready bound used (ms), and
 #: the fingerprint of the query that wrote it (a changed definition is refused on restart).
 STATE_SCHEMA = StructType([StructField("pending", BinaryType()),
                            StructField("operator", BinaryType()),
                            StructField("bound", LongType()),
                            StructField("fingerprint", StringType())])
-_MICROS = pa.timestamp("us", tz="UTC")
 
 
 def ready_bound_from_watermark(watermark_ms: int) -> int | None:
@@ -87,97 +96,6 @@ def ready_bound_from_watermark(watermark_ms: int) -> int | None:
     return watermark_ms + 1
 
 
-@dataclass(frozen=True)
-class WireColumn:
-    """One column as the runtime sees it (``type``) and as it crosses pandas (``encoded``)."""
-
-    name: str
-    type: pa.DataType
-
-    @property
-    def encoded(self) -> bool:
-        """int64 and timestamps travel as decimal strings (timestamps in microseconds)."""
-        return bool(pa.types.is_int64(self.type) or pa.types.is_timestamp(self.type))
-
-    def decode(self, series: pd.Series) -> pa.Array:
-        """The Arrow column of a pandas series that Spark produced from the wire form."""
-        if not self.encoded:
-            return pa.Array.from_pandas(series, type=self.type)
-        values = pa.Array.from_pandas(series.astype(object), type=pa.string()).cast(pa.int64())
-        return values.cast(_MICROS).cast(self.type) if pa.types.is_timestamp(self.type) else values
-
-    def encode(self, column: pa.ChunkedArray) -> pd.Series:
-        """The pandas series Spark turns into the wire form of this column."""
-        if not self.encoded:
-            return column.to_pandas()
-        if pa.types.is_timestamp(self.type):
-            column = column.cast(_MICROS).cast(pa.int64())
-        return column.cast(pa.string()).to_pandas()
-
-    def to_wire(self) -> Column:
-        """Spark expression of this input column in its wire form (driver side)."""
-        from pyspark.sql import functions as F  # noqa: N812
-
-        if pa.types.is_timestamp(self.type):
-            return F.unix_micros(F.col(self.name)).cast("string").alias(self.name)
-        return F.col(self.name).cast("string").alias(self.name) if self.encoded else (
-            F.col(self.name))
-
-    def from_wire(self) -> Column:
-        """Spark expression turning this result column back from its wire form."""
-        from pyspark.sql import functions as F  # noqa: N812
-
-        if pa.types.is_timestamp(self.type):
-            return F.timestamp_micros(F.col(self.name).cast("long")).alias(self.name)
-        return F.col(self.name).cast("long").alias(self.name) if self.encoded else (
-            F.col(self.name))
-
-
-def wire_struct(wire: Sequence[WireColumn]) -> StructType:
-    """Spark schema of rows in wire form (the output type declared to Spark)."""
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    return StructType([StructField(c.name, StringType() if c.encoded else from_arrow_type(c.type))
-                       for c in wire])
-
-
-def decode_rows(frames: Iterable[pd.DataFrame], wire: Sequence[WireColumn]) -> pa.Table:
-    """Data rows of Spark's frames as an Arrow table: ``wire`` columns, then ``__input``.
-
-    A frame holds the ``wire`` columns, the input id and the end-of-input flag; flagged rows
-    are markers, not data, and are dropped. Columns are taken by position (Spark may rename
-    reserved-looking names in the frames).
-    """
-    tables = []
-    for frame in frames:
-        frame = frame[~frame.iloc[:, len(wire) + 1].astype(bool).to_numpy()]
-        arrays = [c.decode(frame.iloc[:, i]) for i, c in enumerate(wire)]
-        arrays.append(pa.Array.from_pandas(frame.iloc[:, len(wire)], type=pa.int32()))
-        tables.append(pa.Table.from_arrays(arrays, names=[c.name for c in wire] + [INPUT_COL]))
-    if not tables:
-        return pa.schema([pa.field(c.name, c.type) for c in wire]).append(
-            pa.field(INPUT_COL, pa.int32())).empty_table()
-    return pa.concat_tables(tables)
-
-
-def encode_rows(table: pa.Table, wire: Sequence[WireColumn]) -> pd.DataFrame:
-    """Output rows as the pandas frame Spark converts to the wire output schema."""
-    return pd.DataFrame({c.name: c.encode(table.column(c.name)) for c in wire})
-
-
-def to_ipc(table: pa.Table) -> bytes:
-    """Arrow IPC stream bytes of ``table`` (how pending rows are kept in the state store)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def from_ipc(data: bytes) -> pa.Table:
-    """The table :func:`to_ipc` wrote."""
-    return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
-
-
 class OrderedProcessor(StatefulProcessor):
     """Runs a query's per-group logic inside ``transformWithStateInPandas`` (see module doc).
 
@@ -185,10 +103,10 @@ class OrderedProcessor(StatefulProcessor):
     ----------
     spec:
         The query (windows and aggregates, or keyed operators).
-    wire_in:
-        The payload columns of the input rows, in the order Spark passes them.
-    wire_out:
-        The result columns, in the order of the declared output schema.
+    input_schema:
+        The payload columns of the input rows (Arrow types, without ``__input``).
+    output_schema:
+        The result columns, in the order of the query's output.
     sequence_column:
         The payload column whose ascending order is each input's order (``seq``).
     ts_is_timestamp:
@@ -200,15 +118,13 @@ class OrderedProcessor(StatefulProcessor):
     executors, once per partition group, with the group as the implicit state key.
     """
 
-    def __init__(self, spec: QuerySpec, wire_in: Sequence[WireColumn],
-                 wire_out: Sequence[WireColumn], sequence_column: str,
-                 ts_is_timestamp: bool) -> None:
+    def __init__(self, spec: QuerySpec, input_schema: pa.Schema, output_schema: pa.Schema,
+                 sequence_column: str, ts_is_timestamp: bool) -> None:
         self.spec = spec
-        self.wire_in = tuple(wire_in)
-        self.wire_out = tuple(wire_out)
+        self.input_schema = input_schema
+        self.output_schema = output_schema
         self.sequence_column = sequence_column
         self.ts_is_timestamp = ts_is_timestamp
-        self.input_schema = pa.schema([pa.field(c.name, c.type) for c in self.wire_in])
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         """Declare the group's state variable (runs on executors, and once on the driver)."""
@@ -218,7 +134,7 @@ class OrderedProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802 - Spark API
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:  # noqa: N803
         """New rows of one partition group: buffer, release what is ready, emit (executors)."""
-        yield from self._step(decode_rows(rows, self.wire_in), timerValues)
+        yield from self._step(unpack_frames(rows, self._rows_schema()), timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802, N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:  # noqa: N803
@@ -241,16 +157,17 @@ class OrderedProcessor(StatefulProcessor):
         out = operator.update(released, bound)
         rest = rest.drop_columns([SEQ_COL])
         used = last_bound if bound is None else bound
-        self._state.update((to_ipc(rest), operator.snapshot(), used, self.spec.fingerprint()))
+        self._state.update((to_ipc(rest, PENDING_COMPRESSION), operator.snapshot(), used,
+                            self.spec.fingerprint()))
         self._keep_timer(watermark, rest.num_rows > 0 or operator.state_bytes > 0)
         if out.num_rows:
-            yield encode_rows(self._in_output_order(out, operator), self.wire_out)
+            yield results_frame(self._in_output_order(out, operator).select(
+                self.output_schema.names))
 
     def _load(self) -> tuple[pa.Table, bytes | None, int | None]:
         """Pending rows, operator snapshot (None: fresh) and last bound of this group."""
         if not self._state.exists():
-            empty = self.input_schema.append(pa.field(INPUT_COL, pa.int32())).empty_table()
-            return empty, None, None
+            return self._rows_schema().empty_table(), None, None
         value = self._state.get()
         assert value is not None
         pending, snapshot, bound, written_by = value
@@ -260,7 +177,18 @@ class OrderedProcessor(StatefulProcessor):
                 f"definition (fingerprint {written_by}, this query {self.spec.fingerprint()}): "
                 f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
                 f"the state would mix two queries; restart with a new checkpointLocation")
-        return from_ipc(bytes(pending)), bytes(snapshot), None if bound is None else int(bound)
+        rows = from_ipc(bytes(pending))
+        if rows.schema != self._rows_schema():
+            raise StateError(
+                f"ordered(): the pending rows in this query's checkpoint have the columns "
+                f"{rows.schema.names}, this query reads {self._rows_schema().names}: the state "
+                f"was written by another definition or release; restart with a new "
+                f"checkpointLocation")
+        return rows, bytes(snapshot), None if bound is None else int(bound)
+
+    def _rows_schema(self) -> pa.Schema:
+        """Schema of the rows the operator buffers: the payload and ``__input``."""
+        return self.input_schema.append(pa.field(INPUT_COL, pa.int32()))
 
     def _append(self, pending: pa.Table, new: pa.Table, last_bound: int | None) -> pa.Table:
         """Pending + new rows; rows below the bound already released break the input order."""

@@ -43,7 +43,14 @@ from spark_stream_sched.bench.spark_data import (
     truth_scores,
     with_end_rows,
 )
-from spark_stream_sched.bench.spark_floor import FLOORS, Floor, batches_run, prepare_floor
+from spark_stream_sched.bench.spark_floor import (
+    FLOORS,
+    NO_OUTPUT,
+    SOURCE_FLOORS,
+    Floor,
+    batches_run,
+    prepare_floor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +117,7 @@ def run_case(case: Case, work: Workload, truth: Truth, oracle: str, run_engine: 
              bar: Any) -> list[Record]:
     """Run :meth:`Case.plan` and summarise each engine (module doc); ``bar``: a tqdm bar."""
     floor = None
-    if any(engine in FLOORS for engine in case.engines):
+    if any(engine in SOURCE_FLOORS for engine in case.engines):
         limit = work.max_records(case.files("A")) if case.batchings else None
         floor = prepare_floor(source_options(work, limit), case.root / "floor")
     records: dict[str, list[Record]] = {engine: [] for engine in case.engines}
@@ -156,8 +163,8 @@ def summarise(case: Case, engine: str, work: Workload, records: Sequence[Record]
         "rows_per_s_median": round(work.rows / statistics.median(seconds)),
         "micro_batches": records[-1]["micro_batches"],
         "load_1m": [r["load_1m"] for r in records],
-        # floor-empty yields nothing by design: it has no output to compare
-        "matches_truth": None if engine == "floor-empty" else all(
+        # floor-empty and the input floors yield nothing by design: no output to compare
+        "matches_truth": None if engine in NO_OUTPUT else all(
             matches(rows, truth) for rows in every_run),
         "identical_over_runs": between_runs == 0, "rows_differing_over_runs": between_runs,
         "first_differs_over_runs_pct": round(100.0 * unstable / len(first), 2)
@@ -166,6 +173,8 @@ def summarise(case: Case, engine: str, work: Workload, records: Sequence[Record]
         "first_differs_across_batchings_pct": None if run_b is None
         else first_differs(first, run_b),
         "rows_differing_across_batchings": None if run_b is None else differing(first, run_b),
+        **({"rows_read": [r["rows_read"] for r in records]} if "rows_read" in records[0]
+           else {}),
         "oracle": oracle, **truth_scores(first, truth), **cpu_by_role(records),
         **sink_counters(records),
     }
@@ -218,6 +227,7 @@ def with_ratios(results: list[Record]) -> list[Record]:
     for r in results:
         r.update(x_floor=ratio(r["seconds_median"], median.get("floor-precomputed")),
                  x_empty_floor=ratio(r["seconds_median"], median.get("floor-empty")),
+                 x_python_floor=ratio(r["seconds_median"], median.get("floor-python")),
                  speedup_vs_native=ratio(median.get("native"), r["seconds_median"]))
     return results
 

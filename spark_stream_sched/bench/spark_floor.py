@@ -1,7 +1,8 @@
-"""Floors for ``bench spark``: Spark's own cost of moving the source's output, measured alike.
+"""Floors for ``bench spark``: Spark's own cost of what our engines cannot avoid, measured alike.
 
-Two minimal Python streaming sources (``spark/floor.py``) write into the same Parquet sink as
-the ``ordered-agg`` source, with the same micro-batches and tasks per micro-batch:
+Under the source, two minimal Python streaming sources (``spark/floor.py``) write into the same
+Parquet sink as the ``ordered-agg`` source, with the same micro-batches and tasks per
+micro-batch:
 
 * ``floor-precomputed`` yields the result batches the source yields (precomputed in this
   process by the source's own driver and ``read()``,
@@ -10,16 +11,35 @@ the ``ordered-agg`` source, with the same micro-batches and tasks per micro-batc
 
 ``source time / floor-precomputed time`` is then what the source adds over a source that does no
 work at all; ``floor-empty`` is the pure per-micro-batch cost.
+
+Under the transformation and the sink, whose inputs are Spark's own file streams (the same
+queries as native's inputs, with the same batching), two floors read those inputs and do no work:
+
+* ``floor-input``: Spark reads the columns the query needs (event time, keys, the aggregates'
+  columns, the file position and the input id) into the ``noop`` sink;
+* ``floor-python``: the same rows handed to a Python ``mapInArrow`` that only counts them
+  (:func:`count_rows`), into the ``noop`` sink. Every engine whose runtime is Python (the
+  transformation and the sink) has to move each row across this boundary at least once, so
+  ``floor-python`` is the least such an engine can take here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
+#: Floors that replay the source's precomputed micro-batches.
+SOURCE_FLOORS = ("floor-precomputed", "floor-empty")
+#: Floors that read the file streams of native, the transformation and the sink.
+INPUT_FLOORS = ("floor-input", "floor-python")
 #: Engines of the floors, as named in the results.
-FLOORS = ("floor-precomputed", "floor-empty")
+FLOORS = (*SOURCE_FLOORS, *INPUT_FLOORS)
+#: Floors that emit no result rows (nothing to compare with the truth).
+NO_OUTPUT = ("floor-empty", *INPUT_FLOORS)
 
 
 @dataclass(frozen=True)
@@ -41,7 +61,7 @@ def prepare_floor(options: dict[str, str], root: Path) -> Floor:
 
 
 def floor_stream(spark: Any, engine: str, floor: Floor) -> Any:
-    """The streaming DataFrame of one floor (``engine``: one of :data:`FLOORS`)."""
+    """The streaming DataFrame of one source floor (``engine``: one of :data:`SOURCE_FLOORS`)."""
     from spark_stream_sched.spark.floor import register_floors
 
     register_floors(spark)
@@ -55,3 +75,9 @@ def batches_run(out: Path) -> int:
     """Micro-batches a finished query committed (files in ``<checkpoint>/commits``)."""
     commits = out / "ck" / "commits"
     return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else 0
+
+
+def count_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``floor-python``'s ``mapInArrow`` function: one row with the number of rows it got."""
+    rows = sum(batch.num_rows for batch in batches)
+    yield pa.RecordBatch.from_pydict({"rows": pa.array([rows], pa.int64())})

@@ -14,7 +14,11 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   ``writeStream.format("ordered-agg")``, then ``finish_sink``; **ordered-agg-sink-unpartitioned**
   is the same without ``partition_for_sink``;
 * **floor-precomputed** / **floor-empty**: a Python source that yields the source's result
-  batches, or nothing, into the same Parquet sink (:mod:`.spark_floor`).
+  batches, or nothing, into the same Parquet sink (:mod:`.spark_floor`);
+* **floor-input** / **floor-python**: the file streams of the transformation and the sink, read
+  by Spark into the ``noop`` sink, or handed to a Python ``mapInArrow`` that only counts them
+  (:mod:`.spark_floor`): the least an engine reading Spark's inputs, or one running Python on
+  them, can take.
 
 Each engine runs ``runs`` times with batching A and once with batching B (:mod:`.spark_cases`);
 the transformation and the sink also run on ``local[1]`` and ``local[2]`` in processes of their
@@ -46,7 +50,7 @@ from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark
     source_options,
     true_windows,
 )
-from spark_stream_sched.bench.spark_floor import FLOORS, Floor, floor_stream
+from spark_stream_sched.bench.spark_floor import FLOORS, INPUT_FLOORS, Floor, floor_stream
 from spark_stream_sched.errors import ConfigError
 
 __all__ = ["BENCH", "ENGINES", "LONG_ENGINES", "main", "reference_windows", "run",
@@ -78,6 +82,8 @@ def run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
         return run_transform(spark, work, out, files)
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
         return run_sink(spark, work, out, files, partitioned=engine == "ordered-agg-sink")
+    if engine in INPUT_FLOORS:
+        return run_input_floor(spark, work, out, files, python=engine == "floor-python")
     if floor is None:
         raise ConfigError(f"engine {engine!r} needs the precomputed floor output")
     return {"seconds": _run_query(_to_parquet(floor_stream(spark, engine, floor), out))}
@@ -85,11 +91,17 @@ def run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
 
 def _run_query(writer: Any) -> float:
     """Start ``writer`` with ``Trigger.AvailableNow``, wait for it; return the wall seconds."""
+    return _timed_query(writer)[0]
+
+
+def _timed_query(writer: Any) -> tuple[float, Any]:
+    """:func:`_run_query`, also returning the finished ``StreamingQuery``."""
     from spark_stream_sched.jobs.runner import await_query
 
     started = time.perf_counter()
-    await_query(writer.trigger(availableNow=True).start())
-    return time.perf_counter() - started
+    query = writer.trigger(availableNow=True).start()
+    await_query(query)
+    return time.perf_counter() - started, query
 
 
 def _to_parquet(frame: Any, out: Path) -> Any:
@@ -191,6 +203,28 @@ def run_sink(spark: Any, work: Workload, out: Path, files: int, partitioned: boo
     wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
     return {"seconds": seconds + wall, "finish_cpu_s": round(cpu, 4),
             "markers": read_commits(parse_sink_options(options))}
+
+
+def run_input_floor(spark: Any, work: Workload, out: Path, files: int, python: bool) -> Record:
+    """The inputs of the transformation and the sink, read and dropped (``noop`` sink).
+
+    The columns a window query needs: event time, key, the aggregated column, the file
+    position and the input id. ``python``: through a ``mapInArrow`` that only counts the rows.
+    """
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from spark_stream_sched.bench.spark_floor import count_rows
+    from spark_stream_sched.jobs.runner import INPUT_ID_COLUMN, SEQUENCE_COLUMN, file_streams
+
+    frame = file_streams(spark, [Path(d) for d in work.dirs], "parquet", work.schema, files,
+                         with_position=True).select("ts", "meter", "value", SEQUENCE_COLUMN,
+                                                    INPUT_ID_COLUMN)
+    if python:
+        frame = frame.mapInArrow(count_rows, StructType([StructField("rows", LongType())]))
+    seconds, query = _timed_query(frame.writeStream.format("noop")
+                                  .option("checkpointLocation", str(out / "ck")))
+    # what Spark read: a floor that read less than every row would not be a floor
+    return {"seconds": seconds, "rows_read": sum(p["numInputRows"] for p in query.recentProgress)}
 
 
 # -- the benchmark -----------------------------------------------------------------------------

@@ -9,7 +9,8 @@ Record = dict[str, Any]
 
 TIMES = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
          ("seconds_median", "median s"), ("x_floor", "x floor"),
-         ("x_empty_floor", "x empty floor"), ("speedup_vs_native", "native/this"),
+         ("x_empty_floor", "x empty floor"), ("x_python_floor", "x python floor"),
+         ("speedup_vs_native", "native/this"),
          ("matches_truth", "= truth"), ("identical_over_runs", "same over runs"),
          ("identical_across_batchings", "same across batchings"),
          ("first_differs_across_batchings_pct", "first() changed %"),
@@ -62,8 +63,9 @@ def _workload(results: Sequence[Record]) -> str:
             f"{r['batching_b']} files per input per batch, {r['runs']} timed runs after "
             f"{r['warmup']} warm-up round(s), truth from "
             f"{r['oracle']}; long case: the source's default AvailableNow sizing; x floor = "
-            f"median / floor-precomputed median of the same case; native/this = native "
-            f"median / median")
+            f"median / floor-precomputed median of the same case (the source's floor); x "
+            f"python floor = median / floor-python median (the rows handed to Python, the "
+            f"transformation's and the sink's floor); native/this = native median / median")
 
 
 def _with_load(r: Record) -> Record:

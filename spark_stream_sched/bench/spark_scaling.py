@@ -1,4 +1,4 @@
-"""Scaling with executor cores: ``ordered(...)`` and the sink on ``local[1]`` and ``local[2]``.
+"""Scaling with executor cores: ``ordered(...)``, the sink and their floor on 1 and 2 cores.
 
 Each master runs in a process of its own (``python -m spark_stream_sched.bench.spark_scaling``:
 its own JVM and Spark session) on the main case's files, with the same settings, among them
@@ -7,6 +7,8 @@ that run them differ. The child runs the engines round after round, ``warmup`` u
 then ``runs`` timed ones (as :mod:`.spark_cases`), and prints one JSON line per run; this
 process checks every run's output against the truth and reports, per engine and core count, the
 median wall time and ``cores_speedup`` = median on the fewest cores / this median.
+``floor-python`` (Spark handing the same rows to a Python function that does nothing) shows how
+much a second core gives Spark's own Python path on this machine.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from typing import Any
 
 from spark_stream_sched.bench.spark_cases import cpu_by_role, measured_run, ratio, sink_counters
 from spark_stream_sched.bench.spark_data import Truth, Workload, matches, result_rows
+from spark_stream_sched.bench.spark_floor import NO_OUTPUT
 from spark_stream_sched.errors import SparkStreamSchedError
 
-#: Engines whose scaling is measured (issue 10: the transformation and the sink).
-SCALING_ENGINES = ("transform", "ordered-agg-sink")
+#: Engines whose scaling is measured (issue 10: the transformation and the sink; their floor).
+SCALING_ENGINES = ("transform", "ordered-agg-sink", "floor-python")
 #: Prefix of the child's result lines on stdout (Spark's Python workers print there too).
 _LINE = "bench-spark-run "
 Record = dict[str, Any]
@@ -64,7 +67,8 @@ def _summary(engine: str, cores: int, work: Workload, records: list[Record],
             "seconds_median": round(statistics.median(seconds), 3),
             "micro_batches": timed[-1]["micro_batches"],
             "load_1m": [r["load_1m"] for r in timed],
-            "matches_truth": all(matches(result_rows(Path(r["out"])), truth) for r in records),
+            "matches_truth": None if engine in NO_OUTPUT else all(
+                matches(result_rows(Path(r["out"])), truth) for r in records),
             # cores the run kept busy: how much of local[n] the shared machine gave it
             "cores_busy": round(cpu["cpu_total_s"] / statistics.mean(seconds), 2),
             **cpu, **sink_counters(timed)}

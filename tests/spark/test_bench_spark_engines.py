@@ -30,6 +30,10 @@ def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> Non
     for engine in OURS[:-1]:  # the floor replays batching A only
         assert by[engine]["identical_across_batchings"] is True, engine
     assert by["floor-empty"]["windows_emitted"] == 0
+    for floor in ("floor-input", "floor-python"):  # Spark read every row, emitted nothing
+        assert by[floor]["rows_read"] == [4_000], floor
+        assert by[floor]["matches_truth"] is None, floor
+        assert by[floor]["windows_emitted"] == 0, floor
     # native's append mode never closes the last windows: it cannot equal the truth
     assert by["native"]["windows_emitted"] < by["native"]["windows_true"]
     assert by["native"]["matches_truth"] is False
@@ -41,6 +45,7 @@ def test_ratios_are_against_native_and_the_floors_of_the_same_run(results) -> No
         assert r["speedup_vs_native"] == round(median["native"] / r["seconds_median"], 2)
         assert r["x_floor"] == round(r["seconds_median"] / median["floor-precomputed"], 2)
         assert r["x_empty_floor"] == round(r["seconds_median"] / median["floor-empty"], 2)
+        assert r["x_python_floor"] == round(r["seconds_median"] / median["floor-python"], 2)
 
 
 def test_the_partitioned_sink_merges_on_the_executors_and_reports_its_cpu(results) -> None:
@@ -63,3 +68,4 @@ def test_the_report_has_the_times_and_the_cpu_tables(results) -> None:
     assert "native/this" in text
     assert "marker driver %" in text
     assert text.count("ordered-agg-sink-unpartitioned") == 2
+    assert "x python floor" in text

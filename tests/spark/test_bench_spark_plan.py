@@ -59,11 +59,13 @@ def test_ratios_and_the_tables() -> None:
          "batching_a": 4, "batching_b": 1, "runs": 3, "warmup": 1, "oracle": "reference",
          "load_1m": [1.0, 2.5]}
         for e, s in [("native", 30.0), ("ordered-agg", 10.0), ("floor-precomputed", 5.0),
-                     ("floor-empty", 2.0)]])
+                     ("floor-empty", 2.0), ("floor-python", 4.0)]])
     by = {r["engine"]: r for r in rows}
     assert by["ordered-agg"]["speedup_vs_native"] == 3.0
     assert by["ordered-agg"]["x_floor"] == 2.0
     assert by["ordered-agg"]["x_empty_floor"] == 5.0
+    assert by["ordered-agg"]["x_python_floor"] == 2.5
+    assert by["native"]["x_python_floor"] == 7.5
     cores = [{"case": "cores", "engine": "transform", "master": f"local[{n}]", "cores": n,
               "runs": 3, "warmup": 1, "seconds_median": s, "load_1m": [4.0]}
              for n, s in [(1, 40.0), (2, 25.0)]]

@@ -25,12 +25,12 @@ def test_the_transformation_and_the_sink_run_on_one_and_two_cores(tmp_path: Path
     assert [(r["engine"], r["master"]) for r in rows] == [
         (engine, master) for master in ("local[1]", "local[2]") for engine in SCALING_ENGINES]
     one = {r["engine"]: r for r in rows if r["cores"] == 1}
-    for r in rows:
-        assert r["matches_truth"] is True, r
+    for r in rows:  # floor-python emits nothing: no output to compare
+        assert r["matches_truth"] is (None if r["engine"] == "floor-python" else True), r
         assert r["micro_batches"] >= 1
         assert r["cores_speedup"] == round(one[r["engine"]]["seconds_median"]
                                            / r["seconds_median"], 2)
-        assert r["cpu_tasks_s"] > 0
+        assert r["cpu_tasks_s"] > 0  # floor-python too: its Python function ran in the tasks
         assert 0 < r["cores_busy"] <= (os.cpu_count() or 1) + 0.1  # CPU s per wall s
     sinks = [r for r in rows if r["engine"] == "ordered-agg-sink"]
     assert all(r["groups_on_driver"] == 0 and r["sink_tasks_cpu_s"] > 0 for r in sinks)

@@ -24,6 +24,8 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     long = Case("long", Path("/x"), ("ordered-agg",), 1, None)
     assert long.plan() == [("ordered-agg", 0, "A")]
     assert long.files("A") == 0
+    # the long case gives the source its own sizing (0 files per batch): no file-stream engine
+    assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "floor-precomputed", "floor-empty"}
 
 
 def test_cpu_means_and_driver_shares() -> None:

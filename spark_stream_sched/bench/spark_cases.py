@@ -97,7 +97,7 @@ def prepare(case: Case, rows: int, n_inputs: int, keys: int, seed: int, size: st
 
     dirs, tables = prepare_data(case.root, rows, n_inputs, keys, seed)
     end_dirs = (with_end_rows(dirs, case.root / "transform-input")
-                if "transform" in case.engines else [])
+                if {"transform", "floor-tws"} & set(case.engines) else [])
     truth, oracle = truth_of(tables, parse_duration(size, "window"),
                              parse_duration(slide, "slide"))
     work = Workload(tuple(map(str, dirs)), tuple(map(str, end_dirs)), rows, keys, size, slide,

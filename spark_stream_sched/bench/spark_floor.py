@@ -20,7 +20,12 @@ queries as native's inputs, with the same batching), two floors read those input
 * ``floor-python``: the same rows handed to a Python ``mapInArrow`` that only counts them
   (:func:`count_rows`), into the ``noop`` sink. Every engine whose runtime is Python (the
   transformation and the sink) has to move each row across this boundary at least once, so
-  ``floor-python`` is the least such an engine can take here.
+  ``floor-python`` is the least such an engine can take here;
+* ``floor-tws``: the transformation's own input (watermarked, unioned and packed by group,
+  :func:`~spark_stream_sched.spark.transform.packed_inputs`) through
+  ``transformWithStateInPandas`` (RocksDB, event time) with a processor that reads its rows and
+  keeps nothing (:class:`~spark_stream_sched.spark.floor.DiscardingProcessor`), into the
+  ``noop`` sink: Spark's stateful machinery on its own.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import pyarrow as pa
 #: Floors that replay the source's precomputed micro-batches.
 SOURCE_FLOORS = ("floor-precomputed", "floor-empty")
 #: Floors that read the file streams of native, the transformation and the sink.
-INPUT_FLOORS = ("floor-input", "floor-python")
+INPUT_FLOORS = ("floor-input", "floor-python", "floor-tws")
 #: Engines of the floors, as named in the results.
 FLOORS = (*SOURCE_FLOORS, *INPUT_FLOORS)
 #: Floors that emit no result rows (nothing to compare with the truth).

@@ -18,7 +18,8 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
 * **floor-input** / **floor-python**: the file streams of the transformation and the sink, read
   by Spark into the ``noop`` sink, or handed to a Python ``mapInArrow`` that only counts them
   (:mod:`.spark_floor`): the least an engine reading Spark's inputs, or one running Python on
-  them, can take.
+  them, can take; **floor-tws**: the transformation's packed input through
+  ``transformWithStateInPandas`` with a processor that does nothing.
 
 Each engine runs ``runs`` times with batching A and once with batching B (:mod:`.spark_cases`);
 the transformation and the sink also run on ``local[1]`` and ``local[2]`` in processes of their
@@ -30,7 +31,6 @@ pyspark) and the command line: ``spark-stream-sched bench spark`` or
 
 from __future__ import annotations
 
-import argparse
 import functools
 import shutil
 import sys
@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from spark_stream_sched.bench.spark_cli import BENCH, main  # re-exported: commands/bench.py
 from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark/test_job.py
     AGGREGATES,
     END_COLUMN,
@@ -89,6 +90,8 @@ def run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
         return run_transform(spark, work, out, files)
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
         return run_sink(spark, work, out, files, partitioned=engine == "ordered-agg-sink")
+    if engine == "floor-tws":
+        return run_tws_floor(spark, work, out, files)
     if engine in INPUT_FLOORS:
         return run_input_floor(spark, work, out, files, python=engine == "floor-python")
     if floor is None:
@@ -151,20 +154,49 @@ def run_transform(spark: Any, work: Workload, out: Path, files: int) -> Record:
     ``configure`` makes (RocksDB state store) are undone afterwards, so native keeps Spark's
     default state store.
     """
+    from spark_stream_sched.spark.transform import configure
+
+    with _session_settings(spark):
+        configure(spark)
+        windows = _ordered_inputs(spark, work, files).window(work.size, work.slide).agg(
+            *AGGREGATES)
+        return {"seconds": _run_query(_to_parquet(windows, out))}
+
+
+def run_tws_floor(spark: Any, work: Workload, out: Path, files: int) -> Record:
+    """The transformation's packed input through ``transformWithStateInPandas`` doing nothing."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from spark_stream_sched.spark.floor import DiscardingProcessor
+    from spark_stream_sched.spark.transform import configure, packed_inputs
+    from spark_stream_sched.spark.transform_wire import GROUP
+
+    with _session_settings(spark):
+        configure(spark)
+        streams = _ordered_inputs(spark, work, files)
+        packed, _ = packed_inputs(streams, streams.spec(AGGREGATES, (work.size, work.slide)))
+        frame = packed.groupBy(GROUP).transformWithStateInPandas(
+            DiscardingProcessor(), StructType([StructField("nothing", BinaryType())]), "Append",
+            "EventTime")
+        seconds, query = _timed_query(frame.writeStream.format("noop")
+                                      .option("checkpointLocation", str(out / "ck")))
+    # the end-of-input rows are read too: one per input
+    return {"seconds": seconds,
+            "rows_read": sum(p["numInputRows"] for p in query.recentProgress) - work.n_inputs}
+
+
+def _ordered_inputs(spark: Any, work: Workload, files: int) -> Any:
+    """``ordered(...)`` over one file stream per input with its end row (not yet a query)."""
     import pyarrow as pa
 
     from spark_stream_sched.jobs.runner import INPUT_ID_COLUMN, SEQUENCE_COLUMN, file_streams
-    from spark_stream_sched.spark.transform import configure, ordered
+    from spark_stream_sched.spark.transform import ordered
 
     schema = work.schema.append(pa.field(END_COLUMN, pa.bool_()))
     inputs = [file_streams(spark, [Path(d)], "parquet", schema, files, with_position=True)
               .drop(INPUT_ID_COLUMN) for d in work.end_dirs]
-    with _session_settings(spark):
-        configure(spark)
-        windows = (ordered(inputs, sequence=SEQUENCE_COLUMN, timestamp="ts", keys=["meter"],
-                           end_of_input=END_COLUMN)
-                   .window(work.size, work.slide).agg(*AGGREGATES))
-        return {"seconds": _run_query(_to_parquet(windows, out))}
+    return ordered(inputs, sequence=SEQUENCE_COLUMN, timestamp="ts", keys=["meter"],
+                   end_of_input=END_COLUMN)
 
 
 @contextmanager
@@ -281,109 +313,6 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
-
-
-# -- command line ------------------------------------------------------------------------------
-
-
-def add_args(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``bench spark`` beyond the shared ``--rows``/``--repeat``/``--json``/``--seed``."""
-    parser.add_argument("--inputs", type=int, default=8, help="input streams (default 8)")
-    parser.add_argument("--keys", type=int, default=1000, help="distinct keys (default 1000)")
-    parser.add_argument("--window", default="30 seconds", help="window size (default 30 s)")
-    parser.add_argument("--slide", default="3 seconds", help="slide (default 3 s)")
-    parser.add_argument("--watermark", default="10 seconds",
-                        help="native watermark delay (default 10 seconds)")
-    parser.add_argument("--batchings", default="4,1",
-                        help="files per input per micro-batch for runs A and B (default 4,1)")
-    parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated subset of {', '.join(ENGINES)} (default: all)")
-    parser.add_argument("--workdir", help="keep data and outputs here (default: temp, removed)")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--long-rows", type=int, default=None,
-                        help="rows of the long-stream case (default 8,000,000; 0: skip; "
-                             "--quick: skip)")
-    parser.add_argument("--warmup", type=int, default=None,
-                        help="untimed rounds of every engine before the timed ones (default 1; "
-                             "--quick: 0)")
-    parser.add_argument("--cores", default="1,2",
-                        help="executor cores of the scaling runs, each local[n] in a process "
-                             "of its own (default 1,2; 0: skip)")
-
-
-def run_bench(args: argparse.Namespace) -> list[Record]:
-    """``bench spark`` entry: ``--rows`` (default 2 M; ``--quick`` 20 k), ``--repeat`` runs."""
-    a, b = _ints("--batchings", args.batchings, 2)
-    engines = [e.strip() for e in str(args.engines).split(",") if e.strip()]
-    unknown = sorted(set(engines) - set(ENGINES))
-    if unknown or not engines:
-        raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINES)}")
-    cores = [n for n in _ints("--cores", getattr(args, "cores", "1,2"), None) if n]
-    quick = getattr(args, "quick", False)
-    return run(rows=args.rows or (20_000 if quick else 2_000_000), n_inputs=args.inputs,
-               keys=args.keys, size=args.window, slide=args.slide, watermark=args.watermark,
-               runs=args.repeat or (1 if quick else 3), batchings=(a, b), seed=args.seed,
-               workdir=args.workdir, master=args.master,
-               show_progress=not getattr(args, "no_progress", False), engines=engines,
-               long_rows=_count(args, "long_rows", 8_000_000), cores=cores,
-               warmup=_count(args, "warmup", 1))
-
-
-def _ints(flag: str, text: str, count: int | None) -> list[int]:
-    """``"4,1"`` as integers >= 0 (exactly ``count`` of them unless None); ConfigError if not."""
-    try:
-        values = [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 0 or (count is not None and len(values) != count):
-        example = "4,1" if count == 2 else "1,2"
-        raise ConfigError(f"{flag} {text!r}: expected non-negative integers like {example}")
-    return values
-
-
-def _count(args: argparse.Namespace, name: str, default: int) -> int:
-    """Flag ``name`` (>= 0): ``default`` when not given, 0 with ``--quick``."""
-    value = getattr(args, name, None)
-    if value is None:
-        return 0 if getattr(args, "quick", False) else default
-    if value < 0:
-        raise ConfigError(f"--{name.replace('_', '-')} {value}: must be >= 0")
-    return int(value)
-
-
-def _format(results: list[Record]) -> str:
-    from spark_stream_sched.bench.spark_report import format_results
-
-    return format_results(results)
-
-
-#: ``Bench(*BENCH)`` in ``commands/bench.py``: help, add_args, run, format.
-BENCH = ("Spark native vs the ordered-agg source, ordered() and the sink, with floors, end to end",
-         add_args, run_bench, _format)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spark_stream_sched.bench.spark_native [--rows N] [--json [FILE]]``."""
-    import logging
-
-    from spark_stream_sched.bench.common import write_json
-
-    parser = argparse.ArgumentParser(prog="spark_native", description=BENCH[0])
-    parser.add_argument("--rows", type=int, default=None, help="rows (default 2,000,000)")
-    parser.add_argument("--repeat", type=int, default=None, help="runs with batching A (3)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="20,000 rows, one run")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE")
-    add_args(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    results = run_bench(args)
-    if args.json is not None:
-        write_json(results, args.json)
-    if args.json != "-":
-        print(_format(results))
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -27,6 +28,11 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     SupportsTriggerAvailableNow,
+)
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
 )
 from pyspark.sql.types import StructType
 
@@ -123,6 +129,27 @@ class FloorEmptyDataSource(FloorPrecomputedDataSource):
     def name(cls) -> str:
         """Short name used in ``format(...)``."""
         return "sss-floor-empty"
+
+
+class DiscardingProcessor(StatefulProcessor):
+    """A ``transformWithStateInPandas`` processor that reads its rows and keeps nothing.
+
+    ``bench spark``'s ``floor-tws``: the transformation's own input (packed by group) through
+    Spark's stateful operator with this processor is what Spark's machinery costs on its own.
+    """
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """No state variable (executors)."""
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802 - Spark API
+                        timerValues: TimerValues) -> Iterator[pd.DataFrame]:  # noqa: N803
+        """Read every frame of the group, emit nothing (executors)."""
+        for _ in rows:
+            continue
+        return iter(())
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 def register_floors(spark: Any) -> None:

@@ -183,15 +183,36 @@ class WindowedStreams:
 
 def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
     """Tag, watermark, union, pack by group, transform, unpack (module doc, transform_wire)."""
-    from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    packed, arrow_in = packed_inputs(s, spec)
+    ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
+    arrow_out = _output_schema(spec, arrow_in, ts_is_timestamp)
+    processor = OrderedProcessor(spec, arrow_in, arrow_out, s.sequence, ts_is_timestamp)
+    results = packed.groupBy(GROUP).transformWithStateInPandas(
+        processor, StructType([StructField(RESULTS, BinaryType())]), "Append", "EventTime")
+    out_struct = StructType([StructField(f.name, from_arrow_type(f.type)) for f in arrow_out])
+    return results.mapInArrow(
+        functools.partial(unpack, schema=to_arrow_schema(out_struct, timezone="UTC")),
+        out_struct)
+
+
+def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Schema]:
+    """The inputs tagged, watermarked, unioned and packed by group, before the operator.
+
+    Returns the packed DataFrame (``_sss_rows``, ``_sss_group``) and the Arrow schema of the
+    payload rows it carries. Checks the inputs and the session (ConfigError). Called on the
+    driver; ``bench spark`` uses it to measure Spark's own stateful operator on this input.
+    """
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
     payload = _read_columns(s, spec, _check_inputs(s))
     _check_session(s.inputs[0].sparkSession)
     arrow_in = to_arrow_schema(payload, timezone="UTC")
     ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
-    arrow_out = _output_schema(spec, arrow_in, ts_is_timestamp)
     tagged = [_tagged(df, j, s, ts_is_timestamp) for j, df in enumerate(s.inputs)]
     merged = functools.reduce(lambda a, b: a.unionByName(b), tagged)
     end = F.lit(False) if s.end_of_input is None else F.coalesce(F.col(s.end_of_input),
@@ -203,13 +224,7 @@ def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
         functools.partial(pack, payload=arrow_in, keys=s.keys, n_groups=s.partition_groups,
                           input_column=INPUT, end_column=END),
         StructType([StructField(ROWS, BinaryType()), StructField(GROUP, IntegerType())]))
-    processor = OrderedProcessor(spec, arrow_in, arrow_out, s.sequence, ts_is_timestamp)
-    results = packed.groupBy(GROUP).transformWithStateInPandas(
-        processor, StructType([StructField(RESULTS, BinaryType())]), "Append", "EventTime")
-    out_struct = StructType([StructField(f.name, from_arrow_type(f.type)) for f in arrow_out])
-    return results.mapInArrow(
-        functools.partial(unpack, schema=to_arrow_schema(out_struct, timezone="UTC")),
-        out_struct)
+    return packed, arrow_in
 
 
 def _check_inputs(s: OrderedStreams) -> Any:

@@ -30,7 +30,7 @@ def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> Non
     for engine in OURS[:-1]:  # the floor replays batching A only
         assert by[engine]["identical_across_batchings"] is True, engine
     assert by["floor-empty"]["windows_emitted"] == 0
-    for floor in ("floor-input", "floor-python"):  # Spark read every row, emitted nothing
+    for floor in ("floor-input", "floor-python", "floor-tws"):  # read every row, emit nothing
         assert by[floor]["rows_read"] == [4_000], floor
         assert by[floor]["matches_truth"] is None, floor
         assert by[floor]["windows_emitted"] == 0, floor

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_stream_sched.bench import spark_native
+from spark_stream_sched.bench import spark_cli, spark_native
 from spark_stream_sched.bench.spark_cases import Case, cpu_by_role, sink_counters, with_ratios
 from spark_stream_sched.bench.spark_report import format_results
 from spark_stream_sched.errors import ConfigError
@@ -24,6 +24,7 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     long = Case("long", Path("/x"), ("ordered-agg",), 1, None)
     assert long.plan() == [("ordered-agg", 0, "A")]
     assert long.files("A") == 0
+    assert spark_cli.ENGINE_NAMES == spark_native.ENGINES  # --engines checks without Spark
     # the long case gives the source its own sizing (0 files per batch): no file-stream engine
     assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "floor-precomputed", "floor-empty"}
 

@@ -1,0 +1,121 @@
+"""``bench spark``'s command line: flags, the ``Bench`` entry and ``python -m``.
+
+The queries and the benchmark itself are in :mod:`.spark_native` (imported when a run starts,
+so ``--help`` and bad flags answer without loading Spark).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from spark_stream_sched.errors import ConfigError
+
+Record = dict[str, Any]
+#: Engine names, in the order of the tables (kept equal to ``spark_native.ENGINES`` by a test).
+ENGINE_NAMES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
+                "ordered-agg-sink-unpartitioned", "floor-precomputed", "floor-empty",
+                "floor-input", "floor-python", "floor-tws")
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench spark`` beyond the shared ``--rows``/``--repeat``/``--json``/``--seed``."""
+    parser.add_argument("--inputs", type=int, default=8, help="input streams (default 8)")
+    parser.add_argument("--keys", type=int, default=1000, help="distinct keys (default 1000)")
+    parser.add_argument("--window", default="30 seconds", help="window size (default 30 s)")
+    parser.add_argument("--slide", default="3 seconds", help="slide (default 3 s)")
+    parser.add_argument("--watermark", default="10 seconds",
+                        help="native watermark delay (default 10 seconds)")
+    parser.add_argument("--batchings", default="4,1",
+                        help="files per input per micro-batch for runs A and B (default 4,1)")
+    parser.add_argument("--engines", default=",".join(ENGINE_NAMES),
+                        help=f"comma-separated subset of {', '.join(ENGINE_NAMES)} (default: all)")
+    parser.add_argument("--workdir", help="keep data and outputs here (default: temp, removed)")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--long-rows", type=int, default=None,
+                        help="rows of the long-stream case (default 8,000,000; 0: skip; "
+                             "--quick: skip)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="untimed rounds of every engine before the timed ones (default 1; "
+                             "--quick: 0)")
+    parser.add_argument("--cores", default="1,2",
+                        help="executor cores of the scaling runs, each local[n] in a process "
+                             "of its own (default 1,2; 0: skip)")
+
+
+def run_bench(args: argparse.Namespace) -> list[Record]:
+    """``bench spark`` entry: ``--rows`` (default 2 M; ``--quick`` 20 k), ``--repeat`` runs."""
+    a, b = _ints("--batchings", args.batchings, 2)
+    engines = [e.strip() for e in str(args.engines).split(",") if e.strip()]
+    unknown = sorted(set(engines) - set(ENGINE_NAMES))
+    if unknown or not engines:
+        raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINE_NAMES)}")
+    cores = [n for n in _ints("--cores", getattr(args, "cores", "1,2"), None) if n]
+    quick = getattr(args, "quick", False)
+    from spark_stream_sched.bench.spark_native import run
+
+    return run(rows=args.rows or (20_000 if quick else 2_000_000), n_inputs=args.inputs,
+               keys=args.keys, size=args.window, slide=args.slide, watermark=args.watermark,
+               runs=args.repeat or (1 if quick else 3), batchings=(a, b), seed=args.seed,
+               workdir=args.workdir, master=args.master,
+               show_progress=not getattr(args, "no_progress", False), engines=engines,
+               long_rows=_count(args, "long_rows", 8_000_000), cores=cores,
+               warmup=_count(args, "warmup", 1))
+
+
+def _ints(flag: str, text: str, count: int | None) -> list[int]:
+    """``"4,1"`` as integers >= 0 (exactly ``count`` of them unless None); ConfigError if not."""
+    try:
+        values = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0 or (count is not None and len(values) != count):
+        example = "4,1" if count == 2 else "1,2"
+        raise ConfigError(f"{flag} {text!r}: expected non-negative integers like {example}")
+    return values
+
+
+def _count(args: argparse.Namespace, name: str, default: int) -> int:
+    """Flag ``name`` (>= 0): ``default`` when not given, 0 with ``--quick``."""
+    value = getattr(args, name, None)
+    if value is None:
+        return 0 if getattr(args, "quick", False) else default
+    if value < 0:
+        raise ConfigError(f"--{name.replace('_', '-')} {value}: must be >= 0")
+    return int(value)
+
+
+def _format(results: list[Record]) -> str:
+    from spark_stream_sched.bench.spark_report import format_results
+
+    return format_results(results)
+
+
+#: ``Bench(*BENCH)`` in ``commands/bench.py``: help, add_args, run, format.
+BENCH = ("Spark native vs the ordered-agg source, ordered() and the sink, with floors, end to end",
+         add_args, run_bench, _format)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m spark_stream_sched.bench.spark_native [--rows N] [--json [FILE]]``."""
+    import logging
+
+    from spark_stream_sched.bench.common import write_json
+
+    parser = argparse.ArgumentParser(prog="spark_native", description=BENCH[0])
+    parser.add_argument("--rows", type=int, default=None, help="rows (default 2,000,000)")
+    parser.add_argument("--repeat", type=int, default=None, help="runs with batching A (3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="20,000 rows, one run")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE")
+    add_args(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    results = run_bench(args)
+    if args.json is not None:
+        write_json(results, args.json)
+    if args.json != "-":
+        print(_format(results))
+    return 0

@@ -22,11 +22,11 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   ``transformWithStateInPandas`` with a processor that does nothing.
 
 Each engine runs ``runs`` times with batching A and once with batching B (:mod:`.spark_cases`);
-the transformation and the sink also run on ``local[1]`` and ``local[2]`` in processes of their
-own (:mod:`.spark_scaling`); the CPU time of Spark's processes is sampled by role
-(:mod:`.spark_cpu`). This module holds the queries (the only ``bench`` module that imports
-pyspark) and the command line: ``spark-stream-sched bench spark`` or
-``python -m spark_stream_sched.bench.spark_native``.
+the transformation, the sink and the python floor also run on ``local[1]`` and ``local[2]``
+in processes of their own (:mod:`.spark_scaling`); the CPU time of Spark's processes is
+sampled by role (:mod:`.spark_cpu`). This module holds the queries (the only ``bench`` module
+that imports pyspark); the command line is in :mod:`.spark_cli`: ``spark-stream-sched bench
+spark`` or ``python -m spark_stream_sched.bench.spark_native``.
 """
 
 from __future__ import annotations
@@ -114,6 +114,11 @@ def _timed_query(writer: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, query
 
 
+def _rows_read(query: Any) -> int:
+    """Rows a finished query read from its sources (its progress reports' ``numInputRows``)."""
+    return sum(p["numInputRows"] for p in query.recentProgress)
+
+
 def _to_parquet(frame: Any, out: Path) -> Any:
     return (frame.writeStream.format("parquet").option("path", str(out / "output"))
             .option("checkpointLocation", str(out / "ck")))
@@ -181,8 +186,7 @@ def run_tws_floor(spark: Any, work: Workload, out: Path, files: int) -> Record:
         seconds, query = _timed_query(frame.writeStream.format("noop")
                                       .option("checkpointLocation", str(out / "ck")))
     # the end-of-input rows are read too: one per input
-    return {"seconds": seconds,
-            "rows_read": sum(p["numInputRows"] for p in query.recentProgress) - work.n_inputs}
+    return {"seconds": seconds, "rows_read": _rows_read(query) - work.n_inputs}
 
 
 def _ordered_inputs(spark: Any, work: Workload, files: int) -> Any:
@@ -263,7 +267,7 @@ def run_input_floor(spark: Any, work: Workload, out: Path, files: int, python: b
     seconds, query = _timed_query(frame.writeStream.format("noop")
                                   .option("checkpointLocation", str(out / "ck")))
     # what Spark read: a floor that read less than every row would not be a floor
-    return {"seconds": seconds, "rows_read": sum(p["numInputRows"] for p in query.recentProgress)}
+    return {"seconds": seconds, "rows_read": _rows_read(query)}
 
 
 # -- the benchmark -----------------------------------------------------------------------------

@@ -10,13 +10,13 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from spark_stream_sched.bench.spark_floor import FLOORS
 from spark_stream_sched.errors import ConfigError
 
 Record = dict[str, Any]
-#: Engine names, in the order of the tables (kept equal to ``spark_native.ENGINES`` by a test).
-ENGINE_NAMES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
-                "ordered-agg-sink-unpartitioned", "floor-precomputed", "floor-empty",
-                "floor-input", "floor-python", "floor-tws")
+#: Every engine, in the order of the tables.
+ENGINES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
+           "ordered-agg-sink-unpartitioned", *FLOORS)
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +29,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                         help="native watermark delay (default 10 seconds)")
     parser.add_argument("--batchings", default="4,1",
                         help="files per input per micro-batch for runs A and B (default 4,1)")
-    parser.add_argument("--engines", default=",".join(ENGINE_NAMES),
-                        help=f"comma-separated subset of {', '.join(ENGINE_NAMES)} (default: all)")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"comma-separated subset of {', '.join(ENGINES)} (default: all)")
     parser.add_argument("--workdir", help="keep data and outputs here (default: temp, removed)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     parser.add_argument("--long-rows", type=int, default=None,
@@ -48,9 +48,9 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
     """``bench spark`` entry: ``--rows`` (default 2 M; ``--quick`` 20 k), ``--repeat`` runs."""
     a, b = _ints("--batchings", args.batchings, 2)
     engines = [e.strip() for e in str(args.engines).split(",") if e.strip()]
-    unknown = sorted(set(engines) - set(ENGINE_NAMES))
+    unknown = sorted(set(engines) - set(ENGINES))
     if unknown or not engines:
-        raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINE_NAMES)}")
+        raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINES)}")
     cores = [n for n in _ints("--cores", getattr(args, "cores", "1,2"), None) if n]
     quick = getattr(args, "quick", False)
     from spark_stream_sched.bench.spark_native import run

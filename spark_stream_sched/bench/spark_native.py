@@ -41,7 +41,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from spark_stream_sched.bench.spark_cli import BENCH, main  # re-exported: commands/bench.py
+from spark_stream_sched.bench.spark_cli import (  # BENCH, main: for commands/bench.py
+    BENCH,
+    ENGINES,
+    main,
+)
 from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark/test_job.py
     AGGREGATES,
     END_COLUMN,
@@ -52,7 +56,6 @@ from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark
     true_windows,
 )
 from spark_stream_sched.bench.spark_floor import (
-    FLOORS,
     INPUT_FLOORS,
     SOURCE_FLOORS,
     Floor,
@@ -63,9 +66,6 @@ from spark_stream_sched.errors import ConfigError
 __all__ = ["BENCH", "ENGINES", "LONG_ENGINES", "main", "reference_windows", "run",
            "run_engine", "true_windows"]
 
-#: Every engine, in the order of the tables.
-ENGINES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
-           "ordered-agg-sink-unpartitioned", *FLOORS)
 #: Engines of the long-stream case (native would take minutes per run there). It runs the
 #: source with its own batch sizing, which the file streams of the input floors cannot follow.
 LONG_ENGINES = ("ordered-agg", *SOURCE_FLOORS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     long = Case("long", Path("/x"), ("ordered-agg",), 1, None)
     assert long.plan() == [("ordered-agg", 0, "A")]
     assert long.files("A") == 0
-    assert spark_cli.ENGINE_NAMES == spark_native.ENGINES  # --engines checks without Spark
+    parser = argparse.ArgumentParser()
+    spark_cli.add_args(parser)
+    assert parser.parse_args([]).engines == ",".join(spark_native.ENGINES)  # default: all
     # the long case gives the source its own sizing (0 files per batch): no file-stream engine
     assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "floor-precomputed", "floor-empty"}
 

@@ -26,8 +26,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from spark_stream_sched.runtime.distribution import assignments
 from spark_stream_sched.runtime.query import spec_from_options
-from spark_stream_sched.runtime.state import assignments, batch_metrics
+from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 from tests.spark.datagen import make_stream, write_stream
 

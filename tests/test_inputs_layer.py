@@ -111,7 +111,7 @@ def test_json_is_an_alias_of_jsonl_everywhere(tmp_path: Path) -> None:
     assert inputs.get_format("json").spark_name == "json"
     with pytest.raises(ConfigError, match="did you mean 'jsonl'"):
         inputs.canonical_format("jsnl", "option format")
-    from spark_stream_sched.spark.options import parse_options
+    from spark_stream_sched.options.source import parse_options
 
     opts = {"inputs": str(tmp_path), "window": "1 second", "aggregates": "count(*) as n",
             "stateLocation": str(tmp_path / "s")}

@@ -10,7 +10,7 @@ and the rest fits. :meth:`Join.finish` is the clean-up stage (Eq. 1).
 
 :func:`run_cluster` plays seed 003 §5-§6 in one process: one join instance per "task", a router
 (the paper's *split* operator) sending each partition group's tuples to the instance holding it,
-and between batches the distribution manager: :func:`~..runtime.keyed.adaptation.plan_adaptation`
+and between batches the distribution manager: :func:`~..runtime.distribution.policy.plan_adaptation`
 on the groups' ``P_s``/``P_o`` and the tasks' output rates over the last interval; moves go
 through the group's checksummed bytes (:func:`~..runtime.keyed.join_transfer.encode_group`), as
 they would between hosts, and pushes through ``push_group``.
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.bench.adaptation_data import make_join, result_ids
-from spark_stream_sched.runtime.keyed.adaptation import GroupLoad, Plan, plan_adaptation
+from spark_stream_sched.runtime.distribution.policy import GroupLoad, Plan, plan_adaptation
 from spark_stream_sched.runtime.keyed.join import Join
 from spark_stream_sched.runtime.keyed.join_transfer import decode_group, encode_group
 

@@ -1,12 +1,13 @@
 """Floors for ``bench spark``: Spark's own cost of what our engines cannot avoid, measured alike.
 
-Under the source, two minimal Python streaming sources (``spark/floor.py``) write into the same
+Under the source, two minimal Python streaming sources (:mod:`.spark_floor_sources`) write into
+the same
 Parquet sink as the ``ordered-agg`` source, with the same micro-batches and tasks per
 micro-batch:
 
 * ``floor-precomputed`` yields the result batches the source yields (precomputed in this
   process by the source's own driver and ``read()``,
-  :func:`~spark_stream_sched.spark.floor.precompute_results`);
+  :func:`~spark_stream_sched.bench.spark_floor_sources.precompute_results`);
 * ``floor-empty`` yields nothing.
 
 ``source time / floor-precomputed time`` is then what the source adds over a source that does no
@@ -24,7 +25,7 @@ queries as native's inputs, with the same batching), two floors read those input
 * ``floor-tws``: the transformation's own input (watermarked, unioned and packed by group,
   :func:`~spark_stream_sched.spark.transform.packed_inputs`) through
   ``transformWithStateInPandas`` (RocksDB, event time) with a processor that reads its rows and
-  keeps nothing (:class:`~spark_stream_sched.spark.floor.DiscardingProcessor`), into the
+  keeps nothing (:class:`~.spark_floor_sources.DiscardingProcessor`), into the
   ``noop`` sink: Spark's stateful machinery on its own.
 """
 
@@ -58,7 +59,7 @@ class Floor:
 
 def prepare_floor(options: dict[str, str], root: Path) -> Floor:
     """Precompute the source's output for ``options`` under ``root``."""
-    from spark_stream_sched.spark.floor import precompute_results
+    from spark_stream_sched.bench.spark_floor_sources import precompute_results
 
     batches, partitions = precompute_results({**options, "stateLocation": str(root / "state")},
                                              str(root / "rows"))
@@ -67,7 +68,7 @@ def prepare_floor(options: dict[str, str], root: Path) -> Floor:
 
 def floor_stream(spark: Any, engine: str, floor: Floor) -> Any:
     """The streaming DataFrame of one source floor (``engine``: one of :data:`SOURCE_FLOORS`)."""
-    from spark_stream_sched.spark.floor import register_floors
+    from spark_stream_sched.bench.spark_floor_sources import register_floors
 
     register_floors(spark)
     name = {"floor-precomputed": "sss-floor-precomputed", "floor-empty": "sss-floor-empty"}

@@ -172,9 +172,9 @@ def run_tws_floor(spark: Any, work: Workload, out: Path, files: int) -> Record:
     """The transformation's packed input through ``transformWithStateInPandas`` doing nothing."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from spark_stream_sched.spark.floor import DiscardingProcessor
+    from spark_stream_sched.bench.spark_floor_sources import DiscardingProcessor
+    from spark_stream_sched.runtime.engine.packing import GROUP
     from spark_stream_sched.spark.transform import configure, packed_inputs
-    from spark_stream_sched.spark.transform_wire import GROUP
 
     with _session_settings(spark):
         configure(spark)
@@ -289,7 +289,7 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     from spark_stream_sched.bench.common import progress
     from spark_stream_sched.bench.spark_cases import Case, prepare, run_case
     from spark_stream_sched.bench.spark_scaling import SCALING_ENGINES, run_scaling
-    from spark_stream_sched.jobs import spark_env
+    from spark_stream_sched.spark import embedded
 
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sss-bench-spark-"))
     main_case = Case("main", root / "main", tuple(engines), runs, batchings, warmup)
@@ -299,7 +299,7 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     total = (len(main_case.plan()) + (len(long_case.plan()) if long_rows else 0)
              + len(cores) * len(scaled) * (warmup + runs))
     try:
-        spark = spark_env.get_spark(None, master)
+        spark = embedded.get_spark(master=master)
         engine = functools.partial(run_engine, spark)
         with progress(total, "bench spark", show_progress) as bar:
             work, truth, oracle = prepare(main_case, rows, n_inputs, keys, seed, size, slide,

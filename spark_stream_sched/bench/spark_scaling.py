@@ -105,13 +105,13 @@ def _child_runs(root: Path, work: Workload, engines: Sequence[str], rounds: dict
 def main(argv: Sequence[str] | None = None) -> int:
     """The child: run the engines on one master and print a result line per run."""
     from spark_stream_sched.bench.spark_native import run_engine
-    from spark_stream_sched.jobs import spark_env
+    from spark_stream_sched.spark import embedded
 
     parser = argparse.ArgumentParser(prog="spark_scaling", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="JSON: work, engines, runs, warmup, files, master, root")
     spec = json.loads(parser.parse_args(argv).spec)
     work, root = Workload.from_json(spec["work"]), Path(spec["root"])
-    spark = spark_env.get_spark(None, spec["master"])
+    spark = embedded.get_spark(master=spec["master"])
     for i in range(spec["warmup"] + spec["runs"]):
         for engine in spec["engines"]:
             out = root / f"{engine}-{i}"

@@ -1,6 +1,6 @@
 """Cursors over input streams: where each input stands, what to admit next, the rows between.
 
-Contract of an input stream (documented for users in ``spark/options.py``):
+Contract of an input stream (documented for users in ``options/source.py``):
 
 * an input's files and their order come from the one listing rule (``inputs/listing.py``);
 * files are immutable once visible (write elsewhere and rename into place); a file that appears
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Cursor:
-    """Position in one input stream (serialised by ``spark/offsets.py``)."""
+    """Position in one input stream (serialised by ``inputs/offsets.py``)."""
 
     file: str | None = None
     row: int = 0

@@ -3,6 +3,6 @@
 * :mod:`.config` -- ``JobConfig`` parsed from ``conf/<job>.toml``;
 * :mod:`.runner` -- generate inputs, run the query (source, sink or runtime engine);
 * :mod:`.results` -- read outputs back, print tables and summaries;
-* :mod:`.spark_env` -- the embedded local Spark (environment, quiet settings);
+* the embedded local Spark (environment, quiet settings): :mod:`spark_stream_sched.spark.embedded`;
 * ``ordered_agg_job.py`` -- the script for ``spark-submit``.
 """

@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, SparkStreamSchedError
-from spark_stream_sched.jobs import spark_env
 from spark_stream_sched.jobs.config import JobConfig
 from spark_stream_sched.jobs.results import count_input_rows, read_output
 from spark_stream_sched.runtime.state.atomic import atomic_writer
+from spark_stream_sched.spark import embedded
 
 logger = logging.getLogger(__name__)
 
@@ -338,7 +338,8 @@ def run_job(cfg: JobConfig, spark: Any | None = None, master: str | None = None,
         _run_runtime(cfg, dirs)
         batches = 1
     else:
-        session = spark if spark is not None else spark_env.get_spark(cfg, master)
+        session = spark if spark is not None else embedded.get_spark(
+            f"spark-stream-sched {cfg.name}", cfg.spark, master)
         startup = time.perf_counter() - started
         started += startup
         engine = _run_source if cfg.engine == "source" else _run_sink

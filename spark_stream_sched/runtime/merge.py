@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
 from spark_stream_sched.runtime.packets import (
@@ -129,8 +130,9 @@ def release_ready(rows: pa.Table, bound: int | None, ts_column: str,
                   ts: np.ndarray | None = None) -> tuple[pa.Table, pa.Table]:
     """S-Merge's release step on buffered rows: those with ``ts < bound`` and the rest.
 
-    ``rows`` carry :data:`~.packets.INPUT_COL` and :data:`~.packets.SEQ_COL`; the released rows
-    come out in the total order ``(ts, input, seq)``, the others in their given order. ``bound``
+    ``rows`` carry :data:`~.packets.INPUT_COL` and :data:`~.packets.SEQ_COL` (an integer, or any
+    sortable position such as text); the released rows come out in the total order
+    ``(ts, input, seq)``, the others in their given order. ``bound``
     None releases nothing; :data:`~.packets.TS_MAX` (every input finished) releases everything.
     Used where the bound is known from outside the rows, e.g. a partition of a micro-batch that
     sees only its own groups' rows but releases by the whole query's ``R``.
@@ -140,7 +142,13 @@ def release_ready(rows: pa.Table, bound: int | None, ts_column: str,
     if ts is None:
         ts = event_times(rows, ts_column, "buffered rows")
     ready = ts < bound if bound != TS_MAX else np.ones(len(ts), bool)
-    order = total_order(ts, rows.column(INPUT_COL).to_numpy(), rows.column(SEQ_COL).to_numpy())
+    seq = rows.column(SEQ_COL)
+    if pa.types.is_integer(seq.type):
+        order = total_order(ts, rows.column(INPUT_COL).to_numpy(), seq.to_numpy())
+    else:  # a position of another sortable type (e.g. "file#row" text): Arrow sorts it
+        keys = pa.table({"t": ts, "i": rows.column(INPUT_COL), "s": seq})
+        order = pc.sort_indices(keys, [("t", "ascending"), ("i", "ascending"),
+                                       ("s", "ascending")]).to_numpy()
     order = order[ready[order]]
     return rows.take(pa.array(order)), rows.filter(pa.array(~ready))
 

@@ -50,7 +50,7 @@ def session(master: str | None = "local[*]", app_name: str = "spark-stream-sched
     Must be called before any other SparkSession starts in this process. On a cluster the
     package must be installed for the same interpreter path on every worker.
     """
-    from spark_stream_sched.jobs.spark_env import build_session
+    from spark_stream_sched.spark.embedded import build_session
 
     spark: SparkSession = build_session(master, app_name, tuple(conf.items()))
     return spark

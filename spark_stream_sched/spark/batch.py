@@ -11,7 +11,7 @@ bound is +infinity and every window closes.
   ``outOfOrder=fail`` before any task starts); one partition per range of partition groups,
   carrying the files and the two offsets — the stream's :class:`GroupRangePartition`;
 * executor, ``read(partition)``: the rows between the offsets through the runtime's one
-  micro-batch entry, :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch`, with the
+  micro-batch entry, :class:`~spark_stream_sched.runtime.engine.batch.GroupedBatch`, with the
   state held in memory: the pass starts from empty state and its final state is dropped.
 
 So a batch read needs no ``stateLocation``, writes nothing and takes no lock: it neither reads
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -36,30 +35,15 @@ from pyspark.sql.types import StructType
 
 from spark_stream_sched import inputs
 from spark_stream_sched.inputs import Cursor
-from spark_stream_sched.runtime.keys import group_range_for_task
-from spark_stream_sched.runtime.state import versions
-from spark_stream_sched.spark.offsets import Offset, parse_offset
-from spark_stream_sched.spark.source_plan import (
-    OUTPUT_BATCH_ROWS,
-    GroupRangePartition,
-    SourcePlan,
-    rows_between,
-    to_spark,
-)
+from spark_stream_sched.inputs.offsets import Offset, parse_offset
+from spark_stream_sched.inputs.plan import OUTPUT_BATCH_ROWS, SourcePlan, rows_between
+from spark_stream_sched.runtime.distribution.groups import group_range_for_task
+from spark_stream_sched.runtime.state.memory import MemoryStateStore
+from spark_stream_sched.runtime.state.store import BatchStore
+from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
 
 log = logging.getLogger(__name__)
-
-
-class _MemoryStore:
-    """Group state of a batch read (``GroupStore``): empty at the start, dropped at the end."""
-
-    def load(self, group: int) -> versions.GroupState:
-        """Empty state: a batch read starts before the first row."""
-        return versions.GroupState()
-
-    def save(self, states: dict[int, versions.GroupState], meta: dict[str, Any]) -> None:
-        """Keep nothing: the pass is complete."""
 
 
 class OrderedAggBatchReader(DataSourceReader):
@@ -108,8 +92,9 @@ class OrderedAggBatchReader(DataSourceReader):
         n = self._plan.config.n_inputs
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
         rows = rows_between(self._plan, partition.files, start, end)
+        store = BatchStore(MemoryStateStore(), None, "end", f"t{partition.index:04d}")
         result = self._plan.batch(partition.groups).run(
-            rows, _MemoryStore(), start.ready_bound(), end.ready_bound())
+            rows, store, start.ready_bound(), end.ready_bound())
         if result.output.num_rows:
             arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
             yield from to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp

@@ -16,8 +16,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.errors import SparkStreamSchedError
+from spark_stream_sched.inputs.plan import build_plan
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
-from spark_stream_sched.spark.source_plan import build_plan, check_schema_matches
+from spark_stream_sched.spark.source_plan import check_schema_matches
 from spark_stream_sched.spark.worker_errors import RefusedStreamReader, plain_errors
 
 

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_stream_sched.errors import SparkStreamSchedError
+from spark_stream_sched.inputs.offsets import FORMAT, parse_offset, version_id
 from spark_stream_sched.runtime.state import batch_metrics
-from spark_stream_sched.spark.offsets import FORMAT, parse_offset, version_id
 
 log = logging.getLogger(__name__)
 

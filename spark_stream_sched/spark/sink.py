@@ -8,13 +8,15 @@ by the same runtime the source uses, **in the write tasks on the executors**. Re
 How a micro-batch flows (``docs/sink.md``, "Where the work runs")::
 
     executors  write()   stage the task's rows -> <stateLocation>/staging/batch-<id>/part-*.arrow
-                         per partition group of these rows (spark/sink_groups.py): load the
-                         state named by marker <id>-1, release rows with ts < R_task in the
-                         order (ts, input, seq), run the operators, write the group's state
-                         -> <stateLocation>/state/groups/g<group>-batch-<id>-<task>.state
+                         run the partition groups of these rows through the engine's batch
+                         entry (runtime/engine/sink_batch.py): from the version marker <id>-1
+                         names, release rows with ts < R_task in the order (ts, input, seq),
+                         run the operators, write the groups' state
+                         -> <stateLocation>/versions/batch-<id>/group-*.state
     driver     commit()  R of the batch from the tasks' reports, order checks, the groups the
-                         tasks could not finish alone, catch-up to R (spark/sink_apply.py)
-                         -> <path>/part-batch-<id>.parquet    (runtime/state/atomic.py)
+                         tasks could not finish alone, catch-up to R, the version's manifest
+                         (runtime/engine/sink_commit_step.py, sink_commit.py)
+                         -> <path>/part-batch-<id>.parquet
                          -> <stateLocation>/commits/batch-<id>.json  (the commit marker, last)
 
 :func:`partition_for_sink` gives each partition group's rows to one task; without it a group
@@ -25,10 +27,10 @@ the checkpoint location, the query id Spark keeps in ``<checkpoint>/metadata``, 
 and the options' fingerprint — in ``<stateLocation>/_sink.json``, so a reused or shared location
 is refused with a message naming both queries. A batch id whose commit marker exists is then a
 replay (Spark re-runs the last batch after a crash) and writes nothing; a commit that crashed
-before its marker is recomputed from the previous state version, which writes byte-identical
-files under the same names; batch N is applied only on top of batch N-1's marker (a missing
+before its marker is recomputed from the previous state version, which rewrites its files
+under the same names; batch N is applied only on top of batch N-1's marker (a missing
 marker is an error naming it, never a silent gap). The protocol, drawn as a state machine with
-its crash points, is in :class:`~spark_stream_sched.spark.sink_commit.SinkCommitter` and
+its crash points, is in :class:`~spark_stream_sched.runtime.engine.sink_commit.SinkCommitter` and
 ``docs/sink.md``. Staged rows travel as Arrow IPC files and state as runtime snapshots: nothing
 here is pickled except the small commit message Spark itself requires (it carries each task's
 report: file names, bounds, counts).
@@ -59,6 +61,9 @@ partitionGroups        16            partition groups (the unit of state and of 
 endOfInputColumn       (none)        boolean column; a row with ``true`` declares its input
                                      finished (the row itself is not data)
 keepVersions           10            state versions kept (older ones are pruned on commit)
+idleTimeout            (none)        an input with no row for this long (e.g. ``30 seconds``,
+                                     the driver's wall clock) stops holding the ready bound
+                                     back from the next batch on, as in the source
 operators              (none)        keyed operators per key before the window, separated by
                                      ``;`` (as in the source; see docs/keyed.md); without
                                      ``window`` the last operator gives the result
@@ -99,22 +104,20 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.errors import ConfigError, SpillError, StateError
-from spark_stream_sched.runtime.state.commit_log import batch_name, commit_path, read_marker
-from spark_stream_sched.spark.sink_commit import (  # re-exported: the sink's public surface
+from spark_stream_sched.options.sink import (  # re-exported: the sink's public surface
+    SINK_OPTION_NAMES,
+    check_schema,
+    parse_sink_options,
+)
+from spark_stream_sched.runtime.engine.sink_batch import TaskWork, run_task, write_ipc
+from spark_stream_sched.runtime.engine.sink_commit import (  # re-exported as well
     SINK_FORMAT_VERSION,
     SinkCommitter,
-    finish_sink,
     read_commits,
     staging_dir,
 )
-from spark_stream_sched.spark.sink_groups import TaskWork, run_task, write_ipc
-from spark_stream_sched.spark.sink_options import (  # re-exported as well
-    SINK_OPTION_NAMES,
-    SinkConfig,
-    check_schema,
-    parse_sink_options,
-    runtime_schema,
-)
+from spark_stream_sched.runtime.engine.sink_config import SinkConfig
+from spark_stream_sched.runtime.state.commit_log import batch_name, commit_path, read_marker
 from spark_stream_sched.spark.worker_errors import plain_errors
 
 logger = logging.getLogger(__name__)
@@ -122,8 +125,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SINK_FORMAT_VERSION", "SINK_OPTION_NAMES", "OrderedAggStreamWriter", "SinkCommitMessage",
     "SinkCommitter", "SinkConfig", "check_schema", "finish_sink", "make_stream_writer",
-    "partition_for_sink",
-    "parse_sink_options", "read_commits", "runtime_schema", "staging_dir",
+    "partition_for_sink", "parse_sink_options", "read_commits", "staging_dir",
 ]
 
 
@@ -172,7 +174,7 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         -----
         Runs on executors. The rows are staged first (one Arrow IPC file, written atomically):
         the driver reads them only for groups this task cannot finish alone
-        (:mod:`~spark_stream_sched.spark.sink_groups`). Bad rows are not raised here; the
+        (:mod:`~spark_stream_sched.runtime.engine.sink_batch`). Bad rows are not raised here; the
         driver raises them at commit with the whole batch in view.
         """
         batch_id, partition, attempt = _task_identity()
@@ -195,7 +197,7 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
                 previous = read_marker(marker)
             except StateError as exc:  # the driver names the problem at commit
                 logger.info("ordered-agg sink: %s", exc)
-        work = run_task(self.config.wiring_view(), batch_id, table, batch_name(batch_id),
+        work = run_task(self.config, batch_id, table, batch_name(batch_id),
                         f"t{partition:05d}a{attempt}-{uuid.uuid4().hex[:8]}", previous,
                         directory)
         return SinkCommitMessage(batch_id, partition, attempt, str(final), table.num_rows, work)
@@ -293,18 +295,16 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     """
     from pyspark.sql.types import IntegerType, StructField, StructType
 
-    from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+    from spark_stream_sched.runtime.distribution.groups import group_of_rows
 
     config = parse_sink_options(options)
-    keys, groups = list(config.spec.key_columns), config.spec.partition_groups
+    keys, groups = config.spec.key_columns, config.spec.partition_groups
     column = "__ordered_agg_group"
     schema = StructType([*df.schema.fields, StructField(column, IntegerType(), False)])
 
     def with_group(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            table = pa.Table.from_batches([batch])
-            ids = (assign_to_partition_group(key_hash(table, keys), groups) if keys
-                   else [0] * batch.num_rows)
+            ids = group_of_rows(pa.Table.from_batches([batch]), keys, groups)
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, pa.array(ids, pa.int32())], [*batch.schema.names, column])
 
@@ -314,3 +314,21 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     count = partitions or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     moved = tagged.repartition(count, column)
     return moved.drop(column)
+
+
+def finish_sink(options: Mapping[str, str]) -> dict[str, Any] | None:
+    """Finish every input of a stopped sink query and write its last windows; idempotent.
+
+    Parameters
+    ----------
+    options:
+        The options the query was started with (including ``checkpointLocation`` when
+        ``stateLocation`` was not given).
+
+    Notes
+    -----
+    Called on the driver after the query has stopped (e.g. ``Trigger.AvailableNow`` done). It
+    is the sink's "input finished" signal for bounded jobs; afterwards the sink refuses more
+    batches.
+    """
+    return SinkCommitter(parse_sink_options(options)).finish()

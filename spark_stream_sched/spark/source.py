@@ -1,6 +1,6 @@
 """The ``ordered-agg`` streaming source: N file streams → S-Merge → ordered window aggregates.
 
-``spark.readStream.format("ordered-agg").option(...).load()`` (options: ``spark/options.py``;
+``spark.readStream.format("ordered-agg").option(...).load()`` (options: ``options/source.py``;
 user guide: docs/source.md) yields ``window_start, window_end, <key columns>, <aggregate
 aliases>`` rows, identical on every run, for every ``maxRecordsPerTrigger`` and after restarts
 (DESIGN.md §2). The same registered format also writes (the sink of ``spark/sink.py``).
@@ -15,11 +15,11 @@ A micro-batch:
   the offset alone;
 * driver, ``partitions(start, end)``: the manifest's files between the offsets (never a fresh
   listing); the batch's rows are read **once**, and each task's rows are written to its own file
-  (``spark/read_once.py``); one partition per task, running a range of partition groups or,
+  (``inputs/split.py``); one partition per task, running a range of partition groups or,
   under distributed adaptation, the groups the batch's recorded assignment gives it
-  (``spark/source_tasks.py``, seed 003 §5-§6);
+  (:mod:`spark_stream_sched.runtime.distribution`);
 * executor, ``read(partition)``: the task's rows through the runtime's one micro-batch entry,
-  :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch` (per group: load state version
+  :class:`~spark_stream_sched.runtime.engine.batch.GroupedBatch` (per group: load state version
   ``start``, release rows with ``ts < R`` in the total order ``(ts, input, seq)``, write version
   ``end``), yielding the closed windows as Arrow batches of Spark's schema, each partition ordered
   by ``(window_end, window_start, keys)`` (Spark does not order rows across partitions);
@@ -30,7 +30,8 @@ A micro-batch:
 One query per ``stateLocation``: the driver holds ``<stateLocation>/_lock`` from its first driver
 call until the query stops.
 
-Crash points (``testing/faults.py``): ``source.planned`` at the start of ``partitions()`` (right
+Crash points (:mod:`spark_stream_sched.faults`): ``source.planned`` at the start of
+``partitions()`` (right
 after Spark logged the end offset), with ``batch`` = batches this driver process planned before
 and ``seq`` = the end offset's row count; ``source.state_written`` after a partition wrote its
 groups' state, with ``batch`` = Spark's batch id, ``partition`` and ``seq``.
@@ -61,37 +62,43 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_stream_sched import inputs
+from spark_stream_sched.faults import crash_point
 from spark_stream_sched.inputs import Cursor, FileManifest
+from spark_stream_sched.inputs import split as read_once
 from spark_stream_sched.inputs.cursors import EventTimeCache
-from spark_stream_sched.runtime.state import assignments, batch_metrics, versions
-from spark_stream_sched.runtime.state.lock import LocationLock
-from spark_stream_sched.spark import read_once
-from spark_stream_sched.spark.datasource import OrderedAggDataSource
-from spark_stream_sched.spark.offsets import (
+from spark_stream_sched.inputs.offsets import (
     Offset,
     lag_ms,
     parse_offset,
     unreadable_offset,
     version_id,
 )
-from spark_stream_sched.spark.read_once import VersionStore
-from spark_stream_sched.spark.source_plan import (
+from spark_stream_sched.inputs.plan import (
     AVAILABLE_NOW_MAX_RECORDS,
     OUTPUT_BATCH_ROWS,
-    GroupRangePartition,
     SourcePlan,
     empty_input_message,
     files_between,
     files_from,
     mark_idle,
     rows_between,
-    to_spark,
 )
-from spark_stream_sched.spark.source_tasks import plan_tasks
+from spark_stream_sched.runtime.distribution import assignments
+from spark_stream_sched.runtime.distribution.loads import can_spill
+from spark_stream_sched.runtime.distribution.manager import batch_assignment
+from spark_stream_sched.runtime.engine.batch import query_hold
+from spark_stream_sched.runtime.state import batch_metrics
+from spark_stream_sched.runtime.state.files import FileStateStore
+from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.state.store import BatchStore
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
+from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
-from spark_stream_sched.testing.faults import crash_point
 
 log = logging.getLogger(__name__)
+
+#: State versions kept before the committed one (for replays and inspection).
+KEEP_OLDER_VERSIONS = 2
 
 __all__ = ["OrderedAggDataSource", "OrderedAggStreamReader", "empty_input_message"]
 
@@ -300,7 +307,34 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         for manifest, batch_files in zip(manifests, files, strict=True):
             manifest.check_unchanged(batch_files)
         skipped = sum(m.skipped_count for m in manifests)
-        return plan_tasks(self._plan, start, end, first, last, files, skipped)
+        return self._tasks(start, end, first, last, files, skipped)
+
+    def _tasks(self, start: dict[str, Any], end: dict[str, Any], first: Offset, last: Offset,
+               files: tuple[tuple[str, ...], ...], skipped: int) -> list[GroupRangePartition]:
+        """One partition per task, by the batch's assignment; the rows split once by task.
+
+        The assignment (recorded, or the distribution manager's, or ranges) comes from
+        :func:`~spark_stream_sched.runtime.distribution.manager.batch_assignment`; manifests an
+        earlier attempt of the batch left in its version are dropped (the tasks rewrite them);
+        the query's hold bound comes from the start version's manifests.
+        """
+        c = self._plan.config
+        initial = first == Offset.initial(c.n_inputs)
+        start_version = None if initial else version_id(first)
+        chosen = batch_assignment(c.state_location, start_version, version_id(last),
+                                  c.partition_groups, min(c.num_partitions, c.partition_groups),
+                                  c.adaptation, can_spill(c.spec))
+        store = FileStateStore(c.state_location, cache=None)
+        store.forget(version_id(last))
+        entries = {} if start_version is None else store.entries(start_version)
+        hold = query_hold(entries, first.ready_bound(), bool(chosen.pushes))
+        split = read_once.split_batch(self._plan, files, first, last, chosen.tasks,
+                                      chosen.groups)
+        return [GroupRangePartition(i, chosen.groups_of(i), start, end, files, skipped,
+                                    split.paths[i], split.rows_total, split.late_dropped,
+                                    tuple(g for g in chosen.pushes if chosen.groups[g] == i),
+                                    hold)
+                for i in range(chosen.tasks)]
 
     @reported
     def commit(self, end: dict[str, Any]) -> None:
@@ -313,7 +347,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._driver_manifests()
         c = self._plan.config
         version = version_id(parse_offset(end, c.n_inputs))
-        deleted = versions.prune(c.state_location, version)
+        deleted = FileStateStore(c.state_location, cache=None).prune(version, KEEP_OLDER_VERSIONS)
         read_once.prune(c.state_location, version)
         assignments.prune(c.state_location, version)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
@@ -355,7 +389,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Run the partition's groups from version ``start`` to ``end``; yield closed windows.
 
         A translation: offsets -> rows -> :meth:`GroupedBatch.run` -> Arrow batches of Spark's
-        schema; all the work is the runtime's (``runtime/query/batch.py``).
+        schema; all the work is the runtime's (``runtime/engine/batch.py``).
         """
         assert isinstance(partition, GroupRangePartition)
         started = time.perf_counter()
@@ -366,11 +400,15 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if rows is None:  # planned without the split (or its file is gone): read and keep ours
             rows = read_once.own_rows(self._plan, partition.groups,
                                       rows_between(self._plan, partition.files, start, end))
-        store = VersionStore(location, start, end, partition.index,
-                             self._plan.config.adaptation.budget)
+        files = FileStateStore(location, cache_budget=self._plan.config.adaptation.budget)
+        initial = start == Offset.initial(n)
+        store = BatchStore(files, None if initial else files.entries(version_id(start)),
+                           version_id(end), f"t{partition.index:04d}",
+                           where=f"state version {version_id(start)}")
         result = self._plan.batch(partition.groups, partition.pushes).run(
-            rows, store, start.ready_bound(), end.ready_bound())
-        result.metrics.update(store.metrics, task=partition.index,
+            rows, store, start.ready_bound(), end.ready_bound(), partition.hold)
+        result.metrics.update(store.metrics, state_cache_hits=files.cache_hits,
+                              task=partition.index,
                               worker=batch_metrics.worker_identity())
         if partition.rows_total is not None:  # the batch's figures, not this task's share
             result.metrics.update(rows_read=partition.rows_total,

@@ -1,104 +1,24 @@
-"""The ``ordered-agg`` source's query plan: options + input schema, partitions, row reading.
+"""The source's Spark side of a plan: the partition ``read()`` receives, Spark's exact types.
 
-Shared by the streaming reader (:mod:`.source`) and the batch reader (:mod:`.batch`):
-:class:`SourcePlan` (validated options and the resolved input schema, picklable),
-:class:`GroupRangePartition` (one Spark task's work, the only per-batch channel to ``read()``),
-:func:`rows_between` (the rows of all inputs between two offsets) and :func:`to_spark` (runtime
-output in Spark's exact Arrow types). No Spark session is needed to use them.
+:class:`GroupRangePartition` is one Spark task's work and the only per-batch channel from the
+driver to ``read()``; :func:`to_spark` casts runtime output to the Arrow types Spark expects for
+the declared schema; :func:`check_schema_matches` refuses a user-given schema that differs from
+the result's. The plan itself is pure: :mod:`spark_stream_sched.inputs.plan`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from spark_stream_sched import inputs
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.inputs import InputStream
-from spark_stream_sched.inputs.cursors import Cursor
-from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
-from spark_stream_sched.runtime.query.batch import GroupedBatch
-from spark_stream_sched.runtime.window.aggregator import (
-    BOUND_COLUMNS,
-    SPARK_TIMESTAMP,
-    bounds_as_timestamps,
-)
-from spark_stream_sched.spark.offsets import Offset
-from spark_stream_sched.spark.options import SourceConfig, parse_options
-
-log = logging.getLogger(__name__)
-
-#: Arrow record batches yielded by read() hold at most this many rows.
-OUTPUT_BATCH_ROWS = 65_536
-#: Rows per micro-batch of a ``Trigger.AvailableNow`` run when ``maxRecordsPerTrigger`` is not
-#: set: catch-up is dominated by the fixed cost per micro-batch (~0.25-0.3 s in local[2]), so
-#: it admits larger batches than a continuous stream (``DEFAULT_MAX_RECORDS_PER_TRIGGER``).
-AVAILABLE_NOW_MAX_RECORDS = 2_000_000
-
-
-# -- the query, resolved once on the driver ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourcePlan:
-    """Validated options plus the resolved input schema (picklable; shipped to executors)."""
-
-    config: SourceConfig
-    input_schema: pa.Schema
-    #: whether option ``maxRecordsPerTrigger`` was given (else AvailableNow may admit more)
-    max_records_explicit: bool = False
-
-    @property
-    def streams(self) -> list[InputStream]:
-        """The input streams, in input-id order."""
-        return [InputStream(i, p, self.config.format, self.input_schema)
-                for i, p in enumerate(self.config.inputs)]
-
-    @property
-    def ts_is_timestamp(self) -> bool:
-        """Whether the input event time is a timestamp (else int64 milliseconds)."""
-        ts_type = self.input_schema.field(self.config.timestamp_column).type
-        return bool(pa.types.is_timestamp(ts_type))
-
-    def batch(self, groups: Sequence[int], pushes: Sequence[int] = ()) -> GroupedBatch:
-        """The runtime's micro-batch entry for ``groups`` (``pushes``: pushed to disk first)."""
-        c = self.config
-        return GroupedBatch(c.spec, self.input_schema, tuple(groups), c.scheduler, c.workers,
-                            tuple(pushes))
-
-    def output_arrow_schema(self) -> pa.Schema:
-        """Arrow schema of the result rows before conversion to Spark's types."""
-        schema = self.config.spec.build(self.input_schema).output_schema
-        if self.ts_is_timestamp:
-            for name in BOUND_COLUMNS:
-                if name in schema.names:
-                    schema = schema.set(schema.get_field_index(name),
-                                        pa.field(name, SPARK_TIMESTAMP))
-        return schema
-
-
-def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
-    """Parse options and resolve the input schema (option ``schema`` or the first file).
-
-    ``streaming`` False: a batch read, which needs no ``stateLocation``.
-
-    Notes
-    -----
-    Called on the driver; raises :class:`~spark_stream_sched.errors.ConfigError` early.
-    """
-    config = parse_options(dict(options), streaming)
-    schema = inputs.resolve_schema(config.inputs, config.format, config.schema)
-    config.spec.build(schema)  # columns, key, aggregate and filter types are checked here
-    explicit = any(str(k).lower() == "maxrecordspertrigger" for k in dict(options))
-    return SourcePlan(config, schema, explicit)
+from spark_stream_sched.inputs.plan import SourcePlan
+from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
 
 
 @dataclass(frozen=True)
@@ -107,8 +27,9 @@ class GroupRangePartition(InputPartition):
 
     Must be picklable: it is the only per-batch channel from the driver to ``read()``. The
     groups are a contiguous range, or under distributed adaptation the groups the batch's
-    recorded assignment gives this task (``runtime/state/assignments.py``), with ``pushes``
-    the ones whose join state it pushes to disk first.
+    recorded assignment gives this task, with ``pushes`` the ones whose join state it pushes to
+    disk first; ``hold`` is the query's hold bound for the batch
+    (:mod:`~spark_stream_sched.runtime.engine.batch`).
     """
 
     index: int
@@ -118,14 +39,14 @@ class GroupRangePartition(InputPartition):
     files: tuple[tuple[str, ...], ...]
     #: late files skipped so far over all inputs (``lateFiles=skip``), for the metrics line
     late_files_skipped: int = 0
-    #: the task's rows, split once on the driver (``spark/read_once.py``); None: read them
+    #: the task's rows, split once on the driver (``inputs/split.py``); None: read them
     rows_file: str | None = None
     #: rows of the whole batch and late rows the driver dropped (``outOfOrder=drop``)
     rows_total: int | None = None
     late_dropped: int = 0
-    #: groups of this task whose join state is pushed to disk before the batch (seed 003 §6)
+    #: groups of this task whose join state is pushed to disk before the batch
     pushes: tuple[int, ...] = ()
-
+    hold: int | None = None
 
 
 def to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) -> pa.Table:
@@ -133,21 +54,6 @@ def to_spark(result: pa.Table, arrow_schema: pa.Schema, ts_is_timestamp: bool) -
     if ts_is_timestamp:
         result = bounds_as_timestamps(result)
     return result.cast(arrow_schema)
-
-
-
-def rows_between(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
-                  end: Offset) -> pa.Table:
-    """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
-    c = plan.config
-    parts = []
-    for j, stream in enumerate(plan.streams):
-        rows, _, seq = inputs.read_between(
-            stream, list(files[j]), start.cursors[j], end.cursors[j], c.timestamp_column,
-            c.out_of_order)
-        rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
-        parts.append(rows.append_column(SEQ_COL, pa.array(seq)))
-    return pa.concat_tables(parts)
 
 
 def check_schema_matches(plan: SourcePlan, schema: StructType) -> None:
@@ -163,56 +69,3 @@ def check_schema_matches(plan: SourcePlan, schema: StructType) -> None:
         raise ConfigError(f"the schema given to readStream.schema() {schema.simpleString()} "
                           f"differs from the result schema of the ordered-agg options "
                           f"{expected.simpleString()}; omit .schema() or make it match")
-
-
-# -- driver-side planning helpers of the stream reader ------------------------------------
-
-
-def empty_input_message(input_id: int, path: str, end_of_input: str,
-                        available_now: bool) -> str:
-    """What an input that holds no files when the query starts means, by ``endOfInput``."""
-    head = f"input {input_id} ({path}) holds no files when the query starts: "
-    if end_of_input == "exhausted" or (end_of_input == "availableNow" and available_now):
-        return head + (f"with endOfInput={end_of_input} it counts as finished and empty, and "
-                       f"files added to it later are ignored; check option inputs if it "
-                       f"should hold data")
-    return head + ("no window closes until it sends a row (the ready bound waits for every "
-                   "unfinished input); add its files, or set option idleTimeout so that a "
-                   "quiet input stops holding the others back")
-
-
-def files_from(files: list[str], first: str | None) -> list[str]:
-    """Files from ``first`` (the file a cursor is in; the beginning when None) onward."""
-    return files[files.index(first):] if first in files else list(files)
-
-
-def files_between(files: list[str], first: str | None, last: str | None) -> tuple[str, ...]:
-    """Files from ``first`` (or the beginning) through ``last`` (none when ``last`` is None)."""
-    if last is None:
-        return ()
-    lo = files.index(first) if first in files else 0
-    return tuple(f for f in files[lo:] if f <= last)
-
-
-def mark_idle(before: tuple[Cursor, ...], after: tuple[Cursor, ...],
-              quiet_since: dict[int, float], now: float, timeout_ms: int) -> tuple[Cursor, ...]:
-    """Record in the end offset which inputs are idle (option ``idleTimeout``).
-
-    An input is idle once it has had no new row for ``timeout_ms`` of wall-clock time on the
-    driver; it stays idle (also across restarts, since the flag is in the offset) until its next
-    row. The decision is part of the offset Spark logs before running the batch, so replays see
-    the same ready bound. ``quiet_since`` (input id -> clock reading when its latest row was
-    seen) is the driver's memory across batches and is updated here; ``now`` is that clock.
-    """
-    marked = []
-    for j, (old, new) in enumerate(zip(before, after, strict=True)):
-        if new.finished or new.seq > old.seq:
-            quiet_since[j] = now  # its latest row was seen now
-            marked.append(replace(new, idle=False))
-            continue
-        since = quiet_since.setdefault(j, now)
-        idle = old.idle or (now - since) * 1000 >= timeout_ms
-        if idle and not old.idle:
-            log.info("input %d had no new row for %.1f s: idle (idleTimeout)", j, now - since)
-        marked.append(replace(new, idle=idle))
-    return tuple(marked)

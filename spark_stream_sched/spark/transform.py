@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.engine.packing import GROUP, RESULTS, ROWS, pack, unpack
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX
 from spark_stream_sched.runtime.query.spec import (
@@ -53,7 +54,6 @@ from spark_stream_sched.runtime.window.aggregator import (
     WindowAggregator,
 )
 from spark_stream_sched.spark.transform_processor import OrderedProcessor
-from spark_stream_sched.spark.transform_wire import GROUP, RESULTS, ROWS, pack, unpack
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,30 +1,31 @@
 """The stateful processor behind :func:`~spark_stream_sched.spark.transform.ordered`.
 
 Spark's ``transformWithStateInPandas`` calls :class:`OrderedProcessor` once per partition group
-that has new rows or an expired timer in a micro-batch. Per group it keeps one value in Spark's
-state store (RocksDB): the rows not ready yet as Arrow IPC bytes, the group operator's snapshot
-(the same :class:`~spark_stream_sched.runtime.state.versions.GroupState` pair the ``ordered-agg``
-source keeps) and the ready bound it last used. Each call:
+that has new rows or an expired timer in a micro-batch. Each call is one run of the engine's
+batch entry (:class:`~spark_stream_sched.runtime.engine.batch.GroupedBatch`) over that one
+group, with the group's state in Spark's state store (RocksDB) through
+:class:`ValueStateStore`, the :class:`~spark_stream_sched.runtime.state.store.GroupStore` over
+the processor's one value: the rows not ready yet as Arrow IPC bytes, the group operator's
+snapshot, the ready bound it last used and the query's fingerprint. Spark versions, commits and
+prunes that value with its checkpoint. Each call:
 
 1. turns the watermark into the ready bound ``R`` (:func:`ready_bound_from_watermark`);
-2. appends the new rows to the pending ones and releases those with ``ts < R`` in the total
-   order ``(ts, input, seq)`` (:func:`~spark_stream_sched.runtime.merge.release_ready`);
-3. feeds them to the group operator (windows or a keyed pipeline), which emits what ``R`` closed;
-4. saves the state and keeps one event-time timer at ``watermark + 1`` while the group holds
-   anything, so the group runs again in the first batch whose watermark is higher, with or
-   without new rows.
+2. gives the new rows a position ``__seq`` (the sequence column) and runs the group's batch:
+   late rows fail or are dropped, ready rows are released in the total order, the operator
+   emits what ``R`` closed;
+3. keeps one event-time timer at ``watermark + 1`` while the group holds anything, so the group
+   runs again in the first batch whose watermark is higher, with or without new rows.
 
 Rows cross the Python boundary packed: each group's rows of an input batch as one Arrow IPC
-stream, and each call's results as one (:mod:`~spark_stream_sched.spark.transform_wire`).
+stream, and each call's results as one (:mod:`~spark_stream_sched.runtime.engine.packing`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,31 +37,20 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from spark_stream_sched.errors import InputError, StateError
-from spark_stream_sched.runtime.keyed.pipeline import Pipeline
-from spark_stream_sched.runtime.merge import release_ready
-from spark_stream_sched.runtime.packets import (
-    EVENT_TIME_MAX,
-    INPUT_COL,
-    SEQ_COL,
-    TS_MAX,
-    event_times,
-)
-from spark_stream_sched.runtime.query.ordered import GroupOperator
-from spark_stream_sched.runtime.query.spec import QuerySpec
-from spark_stream_sched.runtime.window.aggregator import (
-    WINDOW_END,
-    WINDOW_START,
-    bounds_as_timestamps,
-)
-from spark_stream_sched.spark.transform_wire import (
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.engine.batch import GroupedBatch
+from spark_stream_sched.runtime.engine.packing import (
     from_ipc,
     results_frame,
     to_ipc,
     unpack_frames,
 )
+from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, INPUT_COL, SEQ_COL, TS_MAX
+from spark_stream_sched.runtime.query.spec import QuerySpec
+from spark_stream_sched.runtime.state.store import GroupState
+from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
 
-__all__ = ["STATE_NAME", "STATE_SCHEMA", "OrderedProcessor", "from_ipc",
+__all__ = ["STATE_NAME", "STATE_SCHEMA", "OrderedProcessor", "ValueStateStore", "from_ipc",
            "ready_bound_from_watermark"]
 
 log = logging.getLogger(__name__)
@@ -79,6 +69,10 @@ STATE_SCHEMA = StructType([StructField("pending", BinaryType()),
                            StructField("operator", BinaryType()),
                            StructField("bound", LongType()),
                            StructField("fingerprint", StringType())])
+#: The error for a row below the bound a group already released (fields: GroupedBatch.late).
+OUT_OF_ORDER = ("input {input} is out of order at {column}={position!r}: ts {ts} is below the "
+                "ready bound {bound} already released, so an earlier row of that input had a "
+                "higher ts; sort the input by event time or use out_of_order='drop'")
 
 
 def ready_bound_from_watermark(watermark_ms: int) -> int | None:
@@ -94,6 +88,59 @@ def ready_bound_from_watermark(watermark_ms: int) -> int | None:
     if watermark_ms + 1 >= EVENT_TIME_MAX:
         return TS_MAX
     return watermark_ms + 1
+
+
+class ValueStateStore:
+    """The :class:`~spark_stream_sched.runtime.state.store.GroupStore` over Spark's state store.
+
+    One value per partition group (the processor's grouping key, so ``group`` is implicit):
+    ``load`` reads it (None: a fresh group) and checks that this query wrote it; ``save`` writes
+    the group's new state with ``bound`` (the ready bound the batch used), or clears the value
+    when the group holds nothing. Spark commits, versions and prunes it with the checkpoint.
+    """
+
+    def __init__(self, state: Any, spec: QuerySpec, rows_schema: pa.Schema) -> None:
+        self._state, self._spec, self._rows_schema = state, spec, rows_schema
+        self._loaded: GroupState | None = None
+        self.bound: int | None = None
+
+    def load(self, group: int) -> GroupState:
+        """The group's state (read once); also sets :attr:`bound` to the bound it last used."""
+        if self._loaded is None:
+            self._loaded = self._read()
+        return self._loaded
+
+    def _read(self) -> GroupState:
+        if not self._state.exists():
+            return GroupState()
+        value = self._state.get()
+        assert value is not None
+        pending, snapshot, bound, written_by = value
+        if written_by != self._spec.fingerprint():
+            raise StateError(
+                f"ordered(): the state in this query's checkpoint was written by another query "
+                f"definition (fingerprint {written_by}, this query {self._spec.fingerprint()}): "
+                f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
+                f"the state would mix two queries; restart with a new checkpointLocation")
+        rows = from_ipc(bytes(pending))
+        if rows.schema != self._rows_schema:
+            raise StateError(
+                f"ordered(): the pending rows in this query's checkpoint have the columns "
+                f"{rows.schema.names}, this query keeps {self._rows_schema.names}: the state "
+                f"was written by another definition or release; restart with a new "
+                f"checkpointLocation")
+        self.bound = None if bound is None else int(bound)
+        return GroupState(rows, bytes(snapshot))
+
+    def save(self, states: Mapping[int, GroupState]) -> None:
+        """Write the group's state (clear the value when it is empty)."""
+        (state,) = states.values()
+        if state.is_empty:
+            self._state.clear()
+            return
+        pending = state.pending if state.pending is not None else self._rows_schema.empty_table()
+        self._state.update((to_ipc(pending, PENDING_COMPRESSION), state.window, self.bound,
+                            self._spec.fingerprint()))
 
 
 class OrderedProcessor(StatefulProcessor):
@@ -134,94 +181,55 @@ class OrderedProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802 - Spark API
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:  # noqa: N803
         """New rows of one partition group: buffer, release what is ready, emit (executors)."""
-        yield from self._step(unpack_frames(rows, self._rows_schema()), timerValues)
+        new = unpack_frames(rows, self.input_schema.append(pa.field(INPUT_COL, pa.int32())))
+        yield from self._step(int(key[0]), new, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802, N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:  # noqa: N803
         """The watermark passed the group's timer: release and emit with no new rows."""
-        yield from self._step(None, timerValues)
+        yield from self._step(int(key[0]), None, timerValues)
 
     def close(self) -> None:
         """Nothing to release: state lives in Spark's state store."""
 
     # -- one step ----------------------------------------------------------------------------
 
-    def _step(self, new: pa.Table | None, timer_values: TimerValues) -> Iterator[pd.DataFrame]:
+    def _step(self, group: int, new: pa.Table | None,
+              timer_values: TimerValues) -> Iterator[pd.DataFrame]:
         watermark = timer_values.getCurrentWatermarkInMs()
         bound = ready_bound_from_watermark(watermark)
-        pending, snapshot, last_bound = self._load()
-        rows = pending if new is None or new.num_rows == 0 else self._append(pending, new,
-                                                                           last_bound)
-        released, rest = release_ready(self._with_seq(rows), bound, self.spec.timestamp_column)
-        operator = self.spec.build_group(self.input_schema, snapshot)
-        out = operator.update(released, bound)
-        rest = rest.drop_columns([SEQ_COL])
-        used = last_bound if bound is None else bound
-        self._state.update((to_ipc(rest, PENDING_COMPRESSION), operator.snapshot(), used,
-                            self.spec.fingerprint()))
-        self._keep_timer(watermark, rest.num_rows > 0 or operator.state_bytes > 0)
+        store = ValueStateStore(self._state, self.spec, self._rows_schema())
+        store.load(group)
+        last_bound = store.bound
+        store.bound = last_bound if bound is None else bound
+        rows = self._with_seq(new) if new is not None else self._rows_schema().empty_table()
+        batch = GroupedBatch(self.spec, self.input_schema, (group,),
+                             late=OUT_OF_ORDER.replace("{column}", self.sequence_column))
+        result = batch.run(rows, store, last_bound, bound)
+        kept = result.states[group]
+        self._keep_timer(watermark, not kept.is_empty)
+        out = result.output
         if out.num_rows:
-            yield results_frame(self._in_output_order(out, operator).select(
-                self.output_schema.names))
-
-    def _load(self) -> tuple[pa.Table, bytes | None, int | None]:
-        """Pending rows, operator snapshot (None: fresh) and last bound of this group."""
-        if not self._state.exists():
-            return self._rows_schema().empty_table(), None, None
-        value = self._state.get()
-        assert value is not None
-        pending, snapshot, bound, written_by = value
-        if written_by != self.spec.fingerprint():
-            raise StateError(
-                f"ordered(): the state in this query's checkpoint was written by another query "
-                f"definition (fingerprint {written_by}, this query {self.spec.fingerprint()}): "
-                f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
-                f"the state would mix two queries; restart with a new checkpointLocation")
-        rows = from_ipc(bytes(pending))
-        if rows.schema != self._rows_schema():
-            raise StateError(
-                f"ordered(): the pending rows in this query's checkpoint have the columns "
-                f"{rows.schema.names}, this query reads {self._rows_schema().names}: the state "
-                f"was written by another definition or release; restart with a new "
-                f"checkpointLocation")
-        return rows, bytes(snapshot), None if bound is None else int(bound)
+            out = bounds_as_timestamps(out) if self.ts_is_timestamp else out
+            yield results_frame(out.select(self.output_schema.names))
 
     def _rows_schema(self) -> pa.Schema:
-        """Schema of the rows the operator buffers: the payload and ``__input``."""
-        return self.input_schema.append(pa.field(INPUT_COL, pa.int32()))
-
-    def _append(self, pending: pa.Table, new: pa.Table, last_bound: int | None) -> pa.Table:
-        """Pending + new rows; rows below the bound already released break the input order."""
-        if last_bound is not None:
-            ts = event_times(new, self.spec.timestamp_column, "new rows")
-            late = ts < last_bound
-            if late.any():
-                first = int(np.flatnonzero(late)[0])
-                seq = new.column(self.sequence_column)[first].as_py()
-                if self.spec.out_of_order == "fail":
-                    raise InputError(
-                        f"input {new.column(INPUT_COL)[first].as_py()} is out of order at "
-                        f"{self.sequence_column}={seq!r}: ts {int(ts[first])} is below the ready "
-                        f"bound {last_bound} already released, so an earlier row of that input "
-                        f"had a higher ts; sort the input by event time or use out_of_order='drop'")
-                log.warning("dropped %d rows below ready bound %d (out_of_order='drop')",
-                            int(late.sum()), last_bound)
-                new = new.filter(pa.array(~late))
-        return pa.concat_tables([pending, new.cast(pending.schema)])
+        """Schema of the rows a group keeps pending: payload, ``__input`` and ``__seq``."""
+        seq = self.input_schema.field(self.sequence_column).type
+        kind = pa.int64() if pa.types.is_integer(seq) else seq
+        return self.input_schema.append(pa.field(INPUT_COL, pa.int32())).append(
+            pa.field(SEQ_COL, kind))
 
     def _with_seq(self, rows: pa.Table) -> pa.Table:
-        """Rows with ``__seq``: the integer sequence column, or the dense rank of another one.
+        """Rows with ``__seq``: each row's position, its sequence column's value.
 
-        A rank is exact for windows: only the relative order of rows released together
-        matters there (released batches follow each other in the total order). Keyed operators
-        may keep ``__seq`` in state, so the driver requires an integer column for them.
+        An integer column is taken as int64; any other sortable type (e.g. ``file#row`` text)
+        as it is -- the merge sorts positions of either kind.
         """
         column = rows.column(self.sequence_column)
         if pa.types.is_integer(column.type):
-            return rows.append_column(SEQ_COL, pc.cast(column, pa.int64()))
-        rank = pc.rank(column, sort_keys="ascending", tiebreaker="dense") if len(rows) else (
-            pa.array([], pa.uint64()))
-        return rows.append_column(SEQ_COL, pc.cast(rank, pa.int64()))
+            column = pc.cast(column, pa.int64())
+        return rows.append_column(SEQ_COL, column)
 
     def _keep_timer(self, watermark: int, holds_state: bool) -> None:
         """One timer at ``watermark + 1`` while the group holds rows or open windows."""
@@ -231,16 +239,3 @@ class OrderedProcessor(StatefulProcessor):
                 self._handle.deleteTimer(timer)
         if holds_state:
             self._handle.registerTimer(wanted)
-
-    def _in_output_order(self, out: pa.Table, operator: GroupOperator) -> pa.Table:
-        """Rows in the operator's output order, bounds in the output's time type.
-
-        Windows by ``(window_end, window_start, keys)``; a pipeline's order (sessions by end,
-        rows in the total order of their tuples) without ``__input``/``__seq``.
-        """
-        if isinstance(operator, Pipeline):
-            out = operator.public(operator.in_order(out))
-        else:
-            names = [WINDOW_END, WINDOW_START, *self.spec.key_columns]
-            out = out.take(pc.sort_indices(out, sort_keys=[(n, "ascending") for n in names]))
-        return bounds_as_timestamps(out) if self.ts_is_timestamp else out

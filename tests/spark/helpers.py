@@ -119,7 +119,7 @@ def drive_batches(reader: Any, limit: int, split: bool = True
     """Drive a stream reader as Spark's runner would (no JVM): every batch to the end.
 
     Returns the rows ``read()`` yielded, in order, and each batch's partitions. With ``split``
-    False every task reads the rows itself (the fallback of ``spark/read_once.py``).
+    False every task reads the rows itself (the fallback of ``inputs/split.py``).
     """
     from dataclasses import replace
 

@@ -18,10 +18,12 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.inputs import split as read_once
+from spark_stream_sched.inputs.offsets import parse_offset, version_id
+from spark_stream_sched.runtime.distribution import assignments
+from spark_stream_sched.runtime.distribution.groups import group_of_rows
 from spark_stream_sched.runtime.query import spec_from_options
-from spark_stream_sched.runtime.state import assignments, batch_metrics
-from spark_stream_sched.spark import read_once
-from spark_stream_sched.spark.offsets import parse_offset, version_id
+from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
 from spark_stream_sched.spark.source_plan import GroupRangePartition
 from spark_stream_sched.testing.pipeline_reference import reference_pipeline
@@ -121,7 +123,11 @@ def test_each_task_file_holds_the_rows_of_its_assigned_groups(tmp_path: Path) ->
     end = reader.latestOffset(start, ReadMaxRows(150))
     parts = reader.partitions(start, end)
     assert [p.groups for p in parts] != [(0, 1, 2, 3), (4, 5, 6, 7)], "nothing moved"
-    group_ids = reader._plan.batch(()).group_ids
+    c = reader._plan.config
+
+    def group_ids(rows: Any) -> Any:
+        return group_of_rows(rows, c.spec.key_columns, c.partition_groups)
+
     seen = 0
     for part in parts:
         assert isinstance(part, GroupRangePartition)

@@ -7,7 +7,7 @@ import os
 import pyarrow as pa
 
 from spark_stream_sched.bench import spark_native
-from spark_stream_sched.spark.floor import part_path, precompute_results
+from spark_stream_sched.bench.spark_floor_sources import part_path, precompute_results
 
 from .helpers import source_options, write_inputs
 

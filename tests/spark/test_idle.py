@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_stream_sched.errors import InputError
-from spark_stream_sched.spark.offsets import parse_offset
+from spark_stream_sched.inputs.offsets import parse_offset
 
 from .datagen import make_stream, write_stream
 from .helpers import assert_matches_oracle, expected_rows, output_key, source_options

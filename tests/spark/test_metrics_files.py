@@ -12,8 +12,8 @@ from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
+from spark_stream_sched.inputs.offsets import lag_ms, parse_offset, version_id
 from spark_stream_sched.runtime.state import batch_metrics
-from spark_stream_sched.spark.offsets import lag_ms, parse_offset, version_id
 
 from .helpers import source_options, write_inputs
 from .test_reader import make_reader

@@ -8,8 +8,8 @@ import pytest
 
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.inputs import Cursor
+from spark_stream_sched.inputs.offsets import Offset, parse_offset, version_id
 from spark_stream_sched.runtime.packets import TS_MAX
-from spark_stream_sched.spark.offsets import Offset, parse_offset, version_id
 
 
 def test_round_trip_and_fixed_key_order() -> None:

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.spark.options import parse_ddl, parse_options
+from spark_stream_sched.options.source import parse_ddl, parse_options
 
 BASE = {"inputs": "/data/a, /data/b", "window": "30 seconds", "slide": "3s",
         "aggregates": "count(*) as n, avg(value) as mean, first_where(value, a > 1 and b < 2) as f",

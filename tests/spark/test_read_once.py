@@ -1,7 +1,7 @@
 """Read once per micro-batch, the peeked-timestamp cache and AvailableNow batch sizing.
 
 The stream reader is driven directly, as Spark's source runner would (no JVM): the driver
-splits each batch's rows once into per-task files (``spark/read_once.py``), ``latestOffset``
+splits each batch's rows once into per-task files (``inputs/split.py``), ``latestOffset``
 reads each file's timestamps once over the life of the reader, and a ``Trigger.AvailableNow``
 run without ``maxRecordsPerTrigger`` admits larger micro-batches.
 """
@@ -18,17 +18,14 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_stream_sched import inputs
 from spark_stream_sched.inputs import Cursor
+from spark_stream_sched.inputs import split as read_once
 from spark_stream_sched.inputs.cursors import EventTimeCache
-from spark_stream_sched.spark import read_once
-from spark_stream_sched.spark.offsets import parse_offset, version_id
-from spark_stream_sched.spark.options import DEFAULT_MAX_RECORDS_PER_TRIGGER
+from spark_stream_sched.inputs.offsets import parse_offset, version_id
+from spark_stream_sched.inputs.plan import AVAILABLE_NOW_MAX_RECORDS, SourcePlan, rows_between
+from spark_stream_sched.options.source import DEFAULT_MAX_RECORDS_PER_TRIGGER
+from spark_stream_sched.runtime.distribution.groups import group_of_rows
 from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
-from spark_stream_sched.spark.source_plan import (
-    AVAILABLE_NOW_MAX_RECORDS,
-    GroupRangePartition,
-    SourcePlan,
-    rows_between,
-)
+from spark_stream_sched.spark.source_plan import GroupRangePartition
 
 from .helpers import (
     assert_matches_oracle,
@@ -67,7 +64,7 @@ def test_each_row_is_in_exactly_one_task_file_in_stream_order(tmp_path, num_part
     assert len(parts) == num_partitions
     first, last = parse_offset(start, 3), parse_offset(end, 3)
     every = rows_between(plan, parts[0].files, first, last)
-    groups = plan.batch(()).group_ids(every)
+    groups = group_of_rows(every, plan.config.spec.key_columns, plan.config.partition_groups)
     for part in parts:
         assert isinstance(part, GroupRangePartition)
         assert part.rows_file is not None
@@ -75,7 +72,8 @@ def test_each_row_is_in_exactly_one_task_file_in_stream_order(tmp_path, num_part
         mine = read_once.read_task_rows(part.rows_file)
         assert mine is not None
         assert mine.num_rows == int(np.isin(groups, part.groups).sum())
-        mine_groups = plan.batch(()).group_ids(mine)
+        mine_groups = group_of_rows(mine, plan.config.spec.key_columns,
+                                    plan.config.partition_groups)
         assert (np.diff(mine_groups) >= 0).all()  # one run per group
         for g in part.groups:  # each group's rows: those of the whole batch, in stream order
             assert mine.filter(pa.array(mine_groups == g)).equals(
@@ -132,18 +130,6 @@ def test_metrics_count_the_whole_batch_not_the_tasks_share(tmp_path) -> None:
     assert merged is not None
     assert merged["rows_read"] == 400
     assert merged["rows_of_partition"] == 400  # each row went to exactly one task
-
-
-def test_group_ids_by_distinct_key_equal_the_runtimes(tmp_path) -> None:
-    write_inputs(str(tmp_path / "in"))
-    reader = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "state")))
-    plan = reader._plan
-    for column in (pa.array([5, None, 7, 5, -3, 2**62], pa.int64()),
-                   pa.array(["a", None, "b", "a", "", "ü"]),
-                   pa.array([0.0, -0.0, float("nan"), None, 1.5, 1.5])):
-        table = pa.table({"meter": column})
-        assert read_once.group_ids(plan, table).tolist() == \
-            plan.batch(()).group_ids(table).tolist()
 
 
 def test_peeked_timestamps_are_read_once_per_file(tmp_path) -> None:

@@ -8,6 +8,7 @@ problems must be clear errors.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
@@ -16,9 +17,13 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_stream_sched.errors import OutOfOrderError, StateError
-from spark_stream_sched.runtime.state.versions import KEEP_OLDER_VERSIONS, version_path
-from spark_stream_sched.spark.offsets import parse_offset, version_id
-from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+from spark_stream_sched.inputs.offsets import parse_offset, version_id
+from spark_stream_sched.runtime.state.files import version_dir
+from spark_stream_sched.spark.source import (
+    KEEP_OLDER_VERSIONS,
+    OrderedAggDataSource,
+    OrderedAggStreamReader,
+)
 
 from .helpers import (
     assert_matches_oracle,
@@ -137,10 +142,13 @@ def test_missing_state_version_is_a_clear_error(tmp_path) -> None:
     mid = reader.latestOffset(start, reader.getDefaultReadLimit())
     for p in reader.partitions(start, mid):
         list(reader.read(p))
-    os.unlink(version_path(str(tmp_path / "s"), 0, version_id(parse_offset(mid, 3))))
+    directory = version_dir(str(tmp_path / "s"), version_id(parse_offset(mid, 3)))
+    (group_file,) = [n for n in os.listdir(directory) if n.startswith("group-0000.")]
+    os.unlink(os.path.join(directory, group_file))
     end = reader.latestOffset(mid, reader.getDefaultReadLimit())
     partitions = reader.partitions(mid, end)
-    with pytest.raises(StateError, match=r"state of partition group 0 .* is missing"):
+    with pytest.raises(StateError, match=r"state of partition group 0 is missing: .*"
+                                         + re.escape(group_file)):
         list(reader.read(partitions[0]))
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.errors import InputError
-from spark_stream_sched.runtime.query.batch import GroupedBatch
+from spark_stream_sched.runtime.distribution.groups import group_of_rows
 from spark_stream_sched.spark import sink
 from tests.spark.test_sink import (
     FakeTasks,
@@ -33,7 +33,7 @@ from tests.spark.test_sink import (
 
 def by_group(config: sink.SinkConfig, rows: pa.Table, n_tasks: int) -> list[pa.Table]:
     """Rows split over ``n_tasks`` so that every partition group reaches exactly one task."""
-    groups = GroupedBatch(config.spec, rows.schema, ()).group_ids(rows)
+    groups = group_of_rows(rows, config.spec.key_columns, config.spec.partition_groups)
     return [rows.filter(pa.array(groups % n_tasks == t)) for t in range(n_tasks)]
 
 

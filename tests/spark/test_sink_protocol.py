@@ -151,9 +151,9 @@ def test_batch_zero_crash_state_as_left_by_a_kill_recovers(
     state = tmp_path / "ck" / "ordered-agg-sink"
     assert (tmp_path / "out" / "part-batch-000000000000.parquet").exists()
     (state / "commits" / "batch-000000000000.json").unlink()
-    written = list((state / "state" / "groups").glob("*-batch-000000000000-*.state"))
-    assert written
-    for path in written:
+    written = list((state / "versions" / "batch-000000000000").iterdir())
+    assert [p for p in written if p.name.endswith(".state")]
+    for path in written:  # the group files and the manifest of batch 0
         path.unlink()
     _commit_batches(tmp_path, monkeypatch, opts, range(N_BATCHES))
     sink.finish_sink(opts)

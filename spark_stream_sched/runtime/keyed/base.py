@@ -57,6 +57,9 @@ class KeyedOperator(ABC):
     name: ClassVar[str]
     #: True for operators that return input rows (plus columns); False for closing operators.
     emits_rows: ClassVar[bool] = True
+    #: The query's hold bound for this update (set by the pipeline; only a join uses it: it
+    #: holds back its results at or above it, as it does for its own missing results).
+    hold_cap: int | None = None
 
     def __init__(self, stage: StageSpec, input_schema: pa.Schema, key_columns: list[str],
                  ts_column: str, aggregates: tuple[str, ...] = ()) -> None:

@@ -91,7 +91,7 @@ from spark_stream_sched.runtime.keyed.join_state import (
 )
 from spark_stream_sched.runtime.keyed.join_transfer import GroupState, give_state, take_state
 from spark_stream_sched.runtime.keyed.stage import StageSpec
-from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX, event_times
 from spark_stream_sched.runtime.state.snapshot import decode, encode
 
 KIND = "keyed.join"
@@ -180,7 +180,7 @@ class Join(KeyedOperator):
         hashes, valid, group_of = route(rows, self.key_columns, self.n_groups)
         stored = rows.append_column(KEY, pa.array(hashes, pa.uint64())).append_column(
             MS, pa.array(ms, pa.int64()))
-        holding = self.ordered and (self._held.rows > 0 or self.hold_from is not None)
+        holding = self.ordered and (self._held.rows > 0 or self.release_below is not None)
         probed = []
         for gid in np.unique(group_of[valid]):  # one iteration per partition group (<= P)
             index = np.flatnonzero(valid & (group_of == gid))
@@ -190,14 +190,17 @@ class Join(KeyedOperator):
             self._now = int(ms[-1]) if self._now is None else max(self._now, int(ms[-1]))
         self._bound = bound if bound is not None else self._bound
         cleaned = []
-        if bound is not None and self.within is not None:
+        if bound == TS_MAX:  # every input finished: no later tuple, every group cleans up
+            cleaned = [self._clean_up(g) for g in self._groups if g.generations]
+        elif bound is not None and self.within is not None:
             closing = [(g, sum(bound >= x.max_ms + self.within for x in g.generations))
                        for g in self._groups]
             cleaned = [self._clean_up(g, closed) for g, closed in closing if closed]
             self._purge(bound - self.within)
-        self._push()
+        if bound != TS_MAX:
+            self._push()
         if holding:  # a missing result may precede some of them: through the reorder buffer
-            return self._held.release(probed + cleaned, self.hold_from)
+            return self._held.release(probed + cleaned, self.release_below)
         return pa.concat_tables([ordered(probed, self._output), ordered(cleaned, self._output)])
 
     @property
@@ -206,9 +209,15 @@ class Join(KeyedOperator):
         floors = [g.hold_from for g in self._groups if g.hold_from is not None]
         return min(floors) if floors else None
 
+    @property
+    def release_below(self) -> int | None:
+        """Results leave below ``min(H, hold_cap)``: this join's missing results and the query's."""
+        floors = [h for h in (self.hold_from, self.hold_cap) if h is not None]
+        return min(floors) if floors else None
+
     def output_bound(self, bound: int | None) -> int | None:
-        """Ready bound for the next stage: ``min(bound, H)`` (results at ``ts >= H`` wait)."""
-        hold = self.hold_from if self.ordered else None
+        """Ready bound for the next stage: ``min(bound, H, hold_cap)`` (later results wait)."""
+        hold = self.release_below if self.ordered else None
         return bound if bound is None or hold is None else min(bound, hold)
 
     def _probe(self, group: PartitionGroup, packet: pa.Table,

@@ -166,15 +166,18 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------------------------
 
-    def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
+    def update(self, rows: pa.Table, bound: int | None, hold: int | None = None) -> pa.Table:
         """Push released rows through every stage; return what the pipeline emits.
 
         Contract of :meth:`WindowAggregator.update`: ``rows`` in the total order, every tuple
         with ``ts < bound`` not given before; bounds never decrease. Each stage passes on the
         bound its output proves (:meth:`~.base.KeyedOperator.output_bound`: a join with state
-        on disk holds results back, so the stages after it see a lower bound).
+        on disk holds results back, so the stages after it see a lower bound). ``hold``: the
+        least ``H`` of the whole query (other partition groups' joins): a join also holds back
+        what those could precede (:attr:`~.base.KeyedOperator.hold_cap`).
         """
         for op in self.operators:
+            op.hold_cap = hold
             rows = op.update(rows, bound)
             bound = op.output_bound(bound)
         return rows if self.window is None else self.window.update(rows, bound)

@@ -3,7 +3,7 @@
 At first start the spec (:meth:`~.spec.QuerySpec.to_json`), its fingerprint and any adapter
 wiring that must not change either (the sink's input-id column, ...) are written to
 ``<location>/_query.json`` by the state layer
-(:func:`~spark_stream_sched.runtime.state.versions.record_query`). A later start with a
+(:func:`~spark_stream_sched.runtime.state.definition.record_query`). A later start with a
 different definition is refused before anything runs, with a message whose first line names
 the option as the user writes it, the recorded and the new value, and what to do::
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.query.spec import FORMAT, VERSION, QuerySpec
-from spark_stream_sched.runtime.state.versions import QUERY_FILE, read_query, record_query
+from spark_stream_sched.runtime.state.definition import QUERY_FILE, read_query, record_query
 
 
 def record_spec(location: str, spec: QuerySpec, wiring: Mapping[str, Any] | None = None,

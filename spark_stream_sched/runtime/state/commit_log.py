@@ -1,15 +1,11 @@
-"""The ``ordered-agg`` sink's state location: owner record, commit log, state files (no pyspark).
+"""The ``ordered-agg`` sink's commit log and owner record (no pyspark).
 
-Layout under ``stateLocation`` (default ``<checkpointLocation>/ordered-agg-sink``)::
+Under ``stateLocation`` (the whole layout: :mod:`~spark_stream_sched.runtime.engine.sink_commit`)::
 
     _sink.json                      owner: checkpoint, Spark query id, output path, fingerprint
-    _lock                           flock'ed while a commit or finish runs
-                                    (:class:`~spark_stream_sched.runtime.state.lock.LocationLock`)
-    commits/batch-<id>.json         commit marker of batch <id> (written last, atomically)
+    commits/batch-<id>.json         commit marker of batch <id> (written last, atomically); names
+                                    the state version the batch committed
     commits/final.json              marker of finish_sink(): every input finished
-    state/batch-<id>.state          runtime snapshot after batch <id> (pruned to keepVersions);
-                                    its SHA-256 is in the batch's commit marker
-    staging/batch-<id>/part-*.arrow rows the write tasks of batch <id> staged (spark/sink.py)
 
 The owner record is created once, exclusively
 (:func:`~spark_stream_sched.runtime.state.atomic.create_exclusively`, so two queries racing for
@@ -24,7 +20,6 @@ one is a :class:`~spark_stream_sched.errors.StateError` naming it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -33,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.runtime.state.atomic import atomic_write, create_exclusively, read_bytes
+from spark_stream_sched.runtime.state.atomic import atomic_write, create_exclusively
 from spark_stream_sched.runtime.state.records import read_record, seal
 
 OWNER_FILE = "_sink.json"
@@ -58,7 +53,7 @@ def commit_path(location: str, name: str) -> Path:
 def read_marker(path: Path) -> dict[str, Any]:
     """Read one commit marker; a truncated or foreign file is a StateError naming it."""
     record = read_record(str(path), "ordered-agg sink commit marker", _DAMAGED)
-    if "batch_id" not in record or ("state" not in record and "groups" not in record):
+    if "batch_id" not in record or not {"version", "groups", "state"} & set(record):
         raise StateError(f"ordered-agg sink commit marker {path} is not a commit record; "
                          f"restore it or start the query with new locations")
     return record
@@ -76,45 +71,6 @@ def read_markers(location: str) -> list[dict[str, Any]]:
 def write_marker(location: str, name: str, record: dict[str, Any]) -> None:
     """Write a commit marker atomically (the commit point of its batch)."""
     atomic_write(str(commit_path(location, name)), seal(record))
-
-
-# -- state files -------------------------------------------------------------------------------
-
-
-def state_path(location: str, name: str) -> Path:
-    """Path of the state file written by the commit ``name``."""
-    return Path(location) / "state" / f"{name}.state"
-
-
-def state_file(location: str, record: dict[str, Any]) -> Path:
-    """Path of the state file a commit marker names."""
-    return Path(location) / "state" / str(record["state"])
-
-
-def write_state(location: str, name: str, data: bytes) -> tuple[str, str]:
-    """Write the state of commit ``name``; return its file name and SHA-256 (for the marker)."""
-    path = state_path(location, name)
-    atomic_write(str(path), data)
-    return path.name, hashlib.sha256(data).hexdigest()
-
-
-def read_state(location: str, record: dict[str, Any]) -> bytes:
-    """The state bytes a commit marker names, checked against the marker's SHA-256.
-
-    Raises
-    ------
-    StateError
-        The file is missing, or truncated/corrupt (its digest differs from the marker's);
-        the message names the file.
-    """
-    path = state_file(location, record)
-    data = read_bytes(str(path), f"state file of batch {record['batch_id']}",
-                      "the sink state is incomplete; restore it, or start the query with a new "
-                      "checkpointLocation, stateLocation and output path")
-    if hashlib.sha256(data).hexdigest() != record["state_sha256"]:
-        raise StateError(f"state file {path} does not match its commit marker (corrupt or "
-                         f"truncated); {_DAMAGED}")
-    return data
 
 
 # -- owner record ------------------------------------------------------------------------------

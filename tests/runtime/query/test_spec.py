@@ -18,11 +18,11 @@ from spark_stream_sched.cli import build_parser
 from spark_stream_sched.commands.aggregate import query_spec
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.jobs.config import parse_job_config
+from spark_stream_sched.options.sink import parse_sink_options
+from spark_stream_sched.options.source import parse_options
 from spark_stream_sched.runtime.durations import format_duration
 from spark_stream_sched.runtime.query import QuerySpec
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
-from spark_stream_sched.spark.options import parse_options
-from spark_stream_sched.spark.sink_options import parse_sink_options
 
 AGGREGATES = ["count(*) as n", "avg(value) as mean", "first(value) as first_v",
               "count_where(kind = 'alarm') as alarms", "last_where(value, value > 1) as lw"]

@@ -1,4 +1,4 @@
-"""Every user of the state layer behind one small interface, for the contract suite.
+"""Every layout production writes behind one small interface, for the contract suite.
 
 A user writes "version ``n``" of its state under a root directory and reads back which version
 it finds; ``files`` lists the files its latest version consists of (the ones a test damages).
@@ -17,7 +17,9 @@ from typing import Protocol
 import pyarrow as pa
 
 from spark_stream_sched.inputs.manifest import FileManifest, manifest_path
-from spark_stream_sched.runtime.state import commit_log, snapshot, versions
+from spark_stream_sched.runtime.state import commit_log, snapshot
+from spark_stream_sched.runtime.state.files import FileStateStore, manifest_names, version_dir
+from spark_stream_sched.runtime.state.store import BatchStore, GroupState
 
 #: a file whose size never changes, admitted into the manifest once per version
 DATA_FILE = str(Path(__file__).resolve())
@@ -39,38 +41,66 @@ class StateUser(Protocol):
     def commit_points(self, root: Path) -> list[Path]: ...
 
 
+def _latest(root: Path) -> str:
+    """The newest version a writer committed (a manifest is its commit point)."""
+    committed = [v for v in FileStateStore(str(root)).versions()
+                 if manifest_names(version_dir(str(root), v))]
+    if not committed:
+        raise FileNotFoundError(f"no committed state version in {root}")
+    return committed[-1]
+
+
+def _group_state(n: int, rows: int) -> GroupState:
+    return GroupState(payload(n, rows), f"window {n}".encode())
+
+
 @dataclass(frozen=True)
-class GroupVersions:
-    """The source's versioned partition-group state (a replayed batch rewrites its version)."""
+class SourceGroupState:
+    """The source's layout: a task's group files of version n, then its manifest.
+
+    Every batch writes a new version from the previous one (incremental: group 1 never
+    changes, so its file stays in version 1 and every later manifest points back to it).
+    """
 
     name: str = "source-group-state"
 
     def write(self, root: Path, n: int, rows: int = 8) -> None:
-        state = versions.GroupState(payload(n, rows), f"window {n}".encode())
-        versions.save_groups(str(root), "v", {0: state}, {"n": n})
+        files = FileStateStore(str(root), cache=None)
+        previous = [v for v in files.versions() if v < f"v{n:06d}"]
+        start = files.entries(previous[-1]) if n > 1 and previous else None
+        store = BatchStore(files, start, f"v{n:06d}", "t0000")
+        store.save({0: _group_state(n, rows), 1: _group_state(1, 1)})
 
     def read(self, root: Path) -> int:
-        return int(versions.load_group(str(root), 0, "v").pending["n"][0].as_py())
+        files = FileStateStore(str(root), cache=None)
+        entries = files.entries(_latest(root))
+        assert files.get(1, entries[1]).window == b"window 1"
+        return int(files.get(0, entries[0]).pending["n"][0].as_py())
 
     def files(self, root: Path) -> list[Path]:
-        return [Path(versions.version_path(str(root), 0, "v"))]
+        directory = Path(version_dir(str(root), _latest(root)))
+        return sorted(directory.iterdir())
 
     def commit_points(self, root: Path) -> list[Path]:
-        return []
+        """The manifest: without it the version was never committed."""
+        return [p for p in self.files(root) if p.name.startswith("_manifest-")]
 
 
 @dataclass(frozen=True)
-class SinkCommitLog:
-    """The sink's commit log: state file of batch n, then its commit marker."""
+class SinkState:
+    """The sink's layout: group files of batch n, the driver's manifest, then the marker."""
 
-    name: str = "sink-commit-log"
+    name: str = "sink-state"
 
     def write(self, root: Path, n: int, rows: int = 8) -> None:
+        files = FileStateStore(str(root), cache=None)
         name = commit_log.batch_name(n)
-        data = snapshot.encode("contract", {"n": n}, {"t": payload(n, rows)})
-        state, digest = commit_log.write_state(str(root), name, data)
-        commit_log.write_marker(str(root), name, {"batch_id": n, "order": n, "state": state,
-                                                  "state_sha256": digest})
+        markers = commit_log.read_markers(str(root))
+        start = files.entries(str(markers[-1]["version"]), ("driver",)) if markers else None
+        store = BatchStore(files, start, name, "t00000a0", commit=False)
+        store.save({0: _group_state(n, rows)})
+        files.commit(name, "driver", store.written)
+        commit_log.write_marker(str(root), name, {"batch_id": n, "order": n, "version": name})
 
     def _last(self, root: Path) -> dict[str, object]:
         markers = commit_log.read_markers(str(root))
@@ -79,13 +109,15 @@ class SinkCommitLog:
         return markers[-1]
 
     def read(self, root: Path) -> int:
-        meta, _ = snapshot.decode(commit_log.read_state(str(root), self._last(root)), "contract")
-        return int(meta["n"])
+        files = FileStateStore(str(root), cache=None)
+        entries = files.entries(str(self._last(root)["version"]), ("driver",))
+        return int(files.get(0, entries[0]).pending["n"][0].as_py())
 
     def files(self, root: Path) -> list[Path]:
         last = self._last(root)
         name = commit_log.batch_name(int(str(last["batch_id"])))
-        return [commit_log.commit_path(str(root), name), commit_log.state_file(str(root), last)]
+        directory = Path(version_dir(str(root), str(last["version"])))
+        return [commit_log.commit_path(str(root), name), *sorted(directory.iterdir())]
 
     def commit_points(self, root: Path) -> list[Path]:
         """The marker: without it the batch was never committed (the previous one is current)."""
@@ -133,7 +165,7 @@ class SnapshotFile:
         return []
 
 
-USERS: dict[str, StateUser] = {u.name: u for u in (GroupVersions(), SinkCommitLog(),
+USERS: dict[str, StateUser] = {u.name: u for u in (SourceGroupState(), SinkState(),
                                                    InputManifest(), SnapshotFile())}
 
 

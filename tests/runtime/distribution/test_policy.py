@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.keyed.adaptation import (
+from spark_stream_sched.runtime.distribution.policy import (
     GroupLoad,
     Move,
     Plan,

@@ -13,7 +13,7 @@ them)::
 
 The task of a row is the task its partition group is assigned to: contiguous ranges of groups,
 or under distributed adaptation the batch's recorded assignment
-(``runtime/state/assignments.py``), so the split follows groups wherever they moved.
+(``runtime/distribution/assignments.py``), so the split follows groups wherever they moved.
 
 ``read()`` (runs on executors) memory-maps its file. A task that finds no file (its batch was
 planned before this layout, or the file was removed) falls back to reading the rows itself and
@@ -37,13 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from spark_stream_sched.runtime.keys import group_range_for_task
+from spark_stream_sched.inputs.offsets import Offset, version_id
+from spark_stream_sched.inputs.plan import SourcePlan, rows_between
+from spark_stream_sched.runtime.distribution.groups import group_of_rows, initial_groups
+from spark_stream_sched.runtime.engine.batch import drop_late
 from spark_stream_sched.runtime.state.atomic import spill_error
-from spark_stream_sched.runtime.state.group_store import IncrementalGroupStore
-from spark_stream_sched.spark.offsets import Offset, version_id
-from spark_stream_sched.spark.source_plan import SourcePlan, rows_between
 
 #: Directory under ``stateLocation`` holding the per-task rows of planned batches.
 SPILL_DIR = "batches"
@@ -70,18 +69,18 @@ def split_batch(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Off
 
     ``task_of_group[g]`` is the task of partition group ``g`` (None: contiguous ranges).
     Called on the driver by ``partitions()``. Late rows of formerly idle inputs are refused
-    here with the runtime's error (``outOfOrder=fail``) or dropped (``drop``), once for the
+    here with the engine's error (``outOfOrder=fail``) or dropped (``drop``), once for the
     whole batch.
     """
     c = plan.config
     rows = rows_between(plan, files, start, end)
-    kept = plan.batch(()).drop_late(rows, start.ready_bound())
-    groups = group_ids(plan, kept).astype(np.int32)
+    kept = drop_late(rows, start.ready_bound(), c.spec, plan.batch(()).late)
+    groups = group_of_rows(kept, c.spec.key_columns, c.partition_groups)
     if task_of_group is None:
-        task_of_group = [t for t, r in enumerate(_ranges(n_tasks, c.partition_groups)) for _ in r]
+        task_of_group = initial_groups(c.partition_groups, n_tasks)
     # Stable sort by (task, group): each task's rows are contiguous, and within a task each
-    # group's rows are one run in stream order (the per-group filters of GroupedBatch then
-    # select runs, and each group's rows are the same as from the unsorted batch).
+    # group's rows are one run in stream order (each group's rows are then the same as from the
+    # unsorted batch).
     task_of = np.asarray(task_of_group, np.int32)
     order = np.argsort(_rank_by_task(task_of)[groups], kind="stable")
     ends = np.searchsorted(task_of[groups[order]], np.arange(1, n_tasks + 1))
@@ -113,31 +112,6 @@ def _rank_by_task(task_of: np.ndarray) -> np.ndarray:
     return rank.astype(np.uint16) if len(task_of) <= 1 << 16 else rank
 
 
-def _ranges(n_tasks: int, n_groups: int) -> list[range]:
-    return [group_range_for_task(task, n_tasks, n_groups) for task in range(n_tasks)]
-
-
-def group_ids(plan: SourcePlan, rows: pa.Table) -> np.ndarray:
-    """Partition group of each row, as ``GroupedBatch.group_ids`` computes it.
-
-    The key hash is a function of each value alone, so with one key column each *distinct* key
-    is hashed once (dictionary encoding) instead of every row; other keys hash every row.
-    """
-    keys = plan.config.spec.key_columns
-    grouped = plan.batch(())
-    if len(keys) != 1 or rows.num_rows == 0:
-        return grouped.group_ids(rows)
-    column = rows.column(keys[0]).combine_chunks()
-    try:
-        encoded = pc.dictionary_encode(column, null_encoding="encode")
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-        return grouped.group_ids(rows)
-    if pa.types.is_dictionary(column.type):
-        return grouped.group_ids(rows)
-    per_key = grouped.group_ids(pa.table({keys[0]: encoded.dictionary}))
-    return np.asarray(per_key[encoded.indices.to_numpy()], np.int32)
-
-
 def _write_ipc(path: str, table: pa.Table) -> None:
     """Write ``table`` as an uncompressed Arrow IPC file, atomically (temporary + rename)."""
     temporary = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -164,7 +138,8 @@ def read_task_rows(path: str) -> pa.Table | None:
 
 def own_rows(plan: SourcePlan, groups: Sequence[int], rows: pa.Table) -> pa.Table:
     """The rows of ``groups`` among ``rows`` (the fallback when a task finds no file)."""
-    group_of = plan.batch(()).group_ids(rows)
+    c = plan.config
+    group_of = group_of_rows(rows, c.spec.key_columns, c.partition_groups)
     return rows.filter(pa.array(np.isin(group_of, np.asarray(groups, np.int32))))
 
 
@@ -182,20 +157,3 @@ def prune(location: str, up_to: str | None) -> None:
     for name in names:
         if up_to is None or name <= up_to:
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-
-
-class VersionStore(IncrementalGroupStore):
-    """Group state of one streaming batch of task ``task``: version ``start`` in, ``end`` out.
-
-    The :class:`~spark_stream_sched.runtime.query.batch.GroupStore` of ``read()`` (runs on
-    executors): :class:`~spark_stream_sched.runtime.state.group_store.IncrementalGroupStore`
-    (the worker's state cache, incremental files and manifests) named by the batch's offsets.
-    """
-
-    def __init__(self, location: str, start: Offset, end: Offset, task: int = 0,
-                 cache_budget: int | None = None) -> None:
-        initial = start == Offset.initial(len(start.cursors))
-        super().__init__(location, None if initial else version_id(start), version_id(end),
-                         task, cache_budget=cache_budget)

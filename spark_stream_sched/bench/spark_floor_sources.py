@@ -8,7 +8,7 @@
 Options: ``results`` (directory with ``schema.arrow`` and ``batch-<b>/part-<p>.arrow``),
 ``batches`` (micro-batches), ``partitions`` (tasks per micro-batch). Offsets are
 ``{"batch": b}``; every ``latestOffset`` call admits one more micro-batch until ``batches``,
-like a ``Trigger.AvailableNow`` catch-up of the real source. ``bench/spark_floor.py`` writes the
+like a ``Trigger.AvailableNow`` catch-up of the real source. :mod:`.spark_floor` writes the
 files and runs the queries. Driver calls and ``read()`` do no work beyond this, so the time of
 a query over them is Spark's floor for that output and that number of micro-batches.
 """

@@ -9,17 +9,17 @@ its version file, so "moving" a group means that the next batch's task for it is
 
 :func:`next_assignment` is a pure function of
 
-* the previous batch's :class:`~spark_stream_sched.runtime.state.assignments.Assignment`
+* the previous batch's :class:`~spark_stream_sched.runtime.distribution.assignments.Assignment`
   (which task ran which group, ``P_o`` so far), and
 * the previous batch's recorded per-task metrics (``group_loads``: per group ``P_s`` bytes in
   memory, results produced in that batch, bytes its join stages hold on disk — written by
-  :class:`~spark_stream_sched.runtime.query.batch.GroupedBatch`; active-disk's ``M_q`` is the
+  :class:`~spark_stream_sched.runtime.engine.batch.GroupedBatch`; active-disk's ``M_q`` is the
   sum of both byte counts over all groups),
 
-through :func:`~spark_stream_sched.runtime.keyed.adaptation.plan_adaptation`. Nothing reads a
+through :func:`~spark_stream_sched.runtime.distribution.policy.plan_adaptation`. Nothing reads a
 clock and ties are broken by group id (inside ``plan_adaptation``), so a batch planned again from
 the same files gets the same assignment; the source records it anyway
-(:mod:`~spark_stream_sched.runtime.state.assignments`), so a replay never depends on metrics
+(:mod:`~spark_stream_sched.runtime.distribution.assignments`), so a replay never depends on metrics
 files surviving.
 
 Deviations from the paper: a task's memory ``M_t`` is the sum of its groups' ``P_s`` (bytes of
@@ -39,16 +39,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.durations import parse_bytes
-from spark_stream_sched.runtime.keyed.adaptation import (
+from spark_stream_sched.runtime.distribution import assignments
+from spark_stream_sched.runtime.distribution.assignments import Assignment
+from spark_stream_sched.runtime.distribution.groups import initial_groups
+from spark_stream_sched.runtime.distribution.policy import (
     POLICIES,
     GroupLoad,
     apply_plan,
     plan_adaptation,
 )
-from spark_stream_sched.runtime.keys import group_range_for_task
+from spark_stream_sched.runtime.durations import parse_bytes
 from spark_stream_sched.runtime.query.names import did_you_mean
-from spark_stream_sched.runtime.state.assignments import Assignment
+from spark_stream_sched.runtime.state import batch_metrics
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +144,6 @@ def _number(opts: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def initial_groups(n_groups: int, n_tasks: int) -> tuple[int, ...]:
-    """Task of each group before any adaptation: contiguous ranges (``group_range_for_task``)."""
-    task_of = [0] * n_groups
-    for task in range(n_tasks):
-        for g in group_range_for_task(task, n_tasks, n_groups):
-            task_of[g] = task
-    return tuple(task_of)
-
-
 def loads_from_parts(parts: Sequence[Mapping[str, Any]], n_groups: int
                      ) -> dict[int, tuple[int, int, int]] | None:
     """Per group ``(P_s bytes, results in the batch, bytes on disk)`` from a batch's metrics.
@@ -209,3 +202,41 @@ def next_assignment(version: str, previous: Assignment | None,
         tuple((x.group, x.task, x.size, x.produced, int(x.spilled)) for x in group_loads),
         tuple((m.group, m.source, m.target, m.size) for m in plan.moves),
         active_pushed + (sum(p.size for p in pushes) if plan.active else 0), reason)
+
+
+def batch_assignment(location: str, first: str | None, last: str, n_groups: int, n_tasks: int,
+                     config: AdaptationConfig, spillable: bool) -> Assignment:
+    """The group -> task assignment of the batch from version ``first`` to ``last``.
+
+    The one recorded for ``last`` if there is one (a batch Spark replays after a driver crash
+    runs exactly as first planned); else, with adaptation on, :func:`next_assignment` from the
+    previous batch's recorded assignment and task metrics, written durably *before* any task
+    runs; with ``adaptation=none`` contiguous ranges (nothing recorded). ``first`` None: the
+    query's first batch. Called on the driver; a function of files under ``location`` only.
+    """
+    recorded = assignments.read_assignment(location, last)
+    if recorded is not None:
+        log.info("batch ending at %s: recorded assignment reused (%s)", last, recorded.reason)
+        return recorded
+    if not config.enabled:
+        return Assignment(last, n_tasks, initial_groups(n_groups, n_tasks),
+                          reason="adaptation=none: contiguous ranges of groups")
+    previous, parts = None, []
+    if first is not None:
+        previous = assignments.read_assignment(location, first)
+        parts = _parts(location, first)
+    chosen = next_assignment(last, previous, parts, n_groups, n_tasks, config, spillable)
+    assignments.write_assignment(location, chosen)
+    log.info("batch ending at %s: %s; moves %s, pushes %s", last, chosen.reason,
+             list(chosen.moves), list(chosen.pushes))
+    return chosen
+
+
+def _parts(location: str, version: str) -> list[dict[str, Any]]:
+    """The previous batch's task metrics ([] if unreadable: then nothing is adapted)."""
+    try:
+        return batch_metrics.read_parts(location, version)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read the metrics of version %s (%s): no adaptation at this batch",
+                    version, exc)
+        return []

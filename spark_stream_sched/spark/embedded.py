@@ -1,4 +1,4 @@
-"""An embedded local Spark for jobs: environment set before the JVM starts, quiet settings.
+"""An embedded local Spark: environment set before the JVM starts, quiet settings.
 
 ``PYSPARK_PYTHON`` must name this interpreter (otherwise Python workers run ``python3`` from
 ``PATH``, which may lack this package) and ``SPARK_LOCAL_IP`` must be loopback; both are read
@@ -13,10 +13,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from spark_stream_sched.jobs.config import JobConfig
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +77,16 @@ def build_session(master: str | None, app_name: str,
     return session
 
 
-def get_spark(cfg: JobConfig | None = None, master: str | None = None) -> Any:
-    """Return the active SparkSession, or start one with the job's and the quiet settings.
+def get_spark(app_name: str = "spark-stream-sched", settings: tuple[tuple[str, str], ...] = (),
+              master: str | None = None) -> Any:
+    """Return the active SparkSession, or start one with the quiet settings and ``settings``.
 
     Parameters
     ----------
-    cfg:
-        Supplies the app name and the ``[spark]`` settings.
+    app_name:
+        Name of a new session.
+    settings:
+        Spark settings of a new session (a job's ``[spark]`` table).
     master:
         Master URL for a new session; ``None`` keeps what ``spark-submit`` configured.
     """
@@ -95,7 +95,6 @@ def get_spark(cfg: JobConfig | None = None, master: str | None = None) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    name = f"spark-stream-sched {cfg.name}" if cfg else "spark-stream-sched"
-    session = build_session(master, name, cfg.spark if cfg else ())
+    session = build_session(master, app_name, settings)
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -13,6 +13,9 @@ operator; this module reads its figures and applies a push, without caring which
 * :func:`push_to_disk` -- push every join stage's memory parts as generations (§4.1); the
   clean-up stage (§4.2, Eq. 1) later emits exactly the results they missed;
 * :func:`release` -- delete those files once the group's snapshot holds them;
+* :func:`hold_of` -- the group's own ``H`` (:mod:`~spark_stream_sched.runtime.keyed.join_hold`),
+  which the engine records per group so that every group can hold back what another group's
+  missing results could precede;
 * :func:`can_spill` -- whether pushing is allowed for a query: it needs a join stage, whose
   clean-up recovers what pushed state missed (its reorder buffer keeps the output in order, so
   stages and a window may follow it).
@@ -26,6 +29,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from spark_stream_sched.runtime.keyed.join import Join
+from spark_stream_sched.runtime.keyed.join_spec import parse_join
 from spark_stream_sched.runtime.keyed.join_state import arrow_bytes
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.keyed.stage import parse_stage
@@ -36,6 +40,12 @@ from spark_stream_sched.runtime.query.spec import QuerySpec
 def can_spill(spec: QuerySpec) -> bool:
     """True when the query has a join stage (the only state with a clean-up stage)."""
     return any(parse_stage(text).name == Join.name for text in spec.operators)
+
+
+def spills_itself(spec: QuerySpec) -> bool:
+    """True when a join stage has a memory ``budget``: it pushes state to disk on its own."""
+    return any(parse_join(stage)[2] is not None for stage in map(parse_stage, spec.operators)
+               if stage.name == Join.name)
 
 
 def _joins(operator: GroupOperator) -> list[Join]:
@@ -57,6 +67,15 @@ def memory_bytes(operator: GroupOperator, pending: pa.Table | None) -> int:
 def spilled_bytes(operator: GroupOperator) -> int:
     """Bytes the group's join stages hold on disk (0: nothing spilled)."""
     return sum(op.spilled_bytes for op in _joins(operator))
+
+
+def hold_of(operator: GroupOperator) -> int | None:
+    """The group's own ``H``: least event time a result its joins still miss can have.
+
+    None when no join stage holds state on disk (nothing is missing).
+    """
+    holds = [h for h in (op.hold_from for op in _joins(operator)) if h is not None]
+    return min(holds) if holds else None
 
 
 def push_to_disk(operator: GroupOperator) -> int:

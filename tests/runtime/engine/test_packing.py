@@ -14,9 +14,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
-from spark_stream_sched.runtime.packets import INPUT_COL
-from spark_stream_sched.spark.transform_wire import (
+from spark_stream_sched.runtime.engine.packing import (
     GROUP,
     ROWS,
     pack,
@@ -24,6 +22,8 @@ from spark_stream_sched.spark.transform_wire import (
     unpack,
     unpack_frames,
 )
+from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+from spark_stream_sched.runtime.packets import INPUT_COL
 
 PAYLOAD = pa.schema([("ts", pa.int64()), ("at", pa.timestamp("us", tz="UTC")),
                      ("meter", pa.string()), ("value", pa.float64()), ("pos", pa.int64())])

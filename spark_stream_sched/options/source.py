@@ -131,12 +131,12 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import canonical_format
-from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
-from spark_stream_sched.runtime.query.distribution import (
+from spark_stream_sched.runtime.distribution.manager import (
     ADAPTATION_OPTIONS,
     AdaptationConfig,
     adaptation_from_options,
 )
+from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
 from spark_stream_sched.runtime.query.names import (
     did_you_mean,
     normalise_options,

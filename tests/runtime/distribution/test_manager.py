@@ -18,16 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.errors import ConfigError, StateError
-from spark_stream_sched.runtime.query import spec_from_options
-from spark_stream_sched.runtime.query.distribution import (
+from spark_stream_sched.runtime.distribution import assignments
+from spark_stream_sched.runtime.distribution.assignments import Assignment
+from spark_stream_sched.runtime.distribution.loads import can_spill
+from spark_stream_sched.runtime.distribution.manager import (
     AdaptationConfig,
     adaptation_from_options,
     initial_groups,
     next_assignment,
 )
-from spark_stream_sched.runtime.query.group_load import can_spill
-from spark_stream_sched.runtime.state import assignments
-from spark_stream_sched.runtime.state.assignments import Assignment
+from spark_stream_sched.runtime.query import spec_from_options
 
 LAZY = AdaptationConfig("lazy-disk", budget=1000)
 

@@ -62,7 +62,7 @@ Deviations from the paper, and why:
   opposite of the rule's purpose).
 * ``M_q`` (the estimated memory of the whole query) is the optional ``query_memory`` argument:
   the Spark source passes the state of every group in memory plus what its joins hold on disk
-  (:func:`~spark_stream_sched.runtime.query.distribution.next_assignment`), the bench
+  (:func:`~spark_stream_sched.runtime.distribution.manager.next_assignment`), the bench
   extrapolates it. Without it (or without a ``budget``, which gives ``M_c = tasks * budget``)
   only the ``push_fraction`` bound applies.
 """

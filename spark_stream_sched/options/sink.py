@@ -1,66 +1,33 @@
 """Options of the ``ordered-agg`` sink: parsing, validation, the stream's columns (no pyspark).
 
-:class:`SinkConfig` is what the writer ships to executors; see
-:mod:`spark_stream_sched.spark.sink` for the option table.
+They become a :class:`~spark_stream_sched.runtime.engine.sink_config.SinkConfig`, what the writer
+ships to executors; see :mod:`spark_stream_sched.spark.sink` for the option table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec, spec_from_options
+from spark_stream_sched.options.source import int_option, parse_duration
+from spark_stream_sched.runtime.engine.sink_config import SinkConfig
+from spark_stream_sched.runtime.query import spec_from_options
 from spark_stream_sched.runtime.query.names import normalise_options, one_name, query_required
-from spark_stream_sched.runtime.query.spec import SpecView
-from spark_stream_sched.spark.options import int_option
-from spark_stream_sched.spark.sink_groups import Wiring
 
 #: Canonical sink option names; Spark passes them lower-cased.
 SINK_OPTION_NAMES: tuple[str, ...] = (
     "path", "inputs", "inputColumn", "timestampColumn", "keyColumns", "window", "slide",
     "aggregates", "outOfOrder", "stateLocation", "checkpointLocation", "sequenceColumn",
     "endOfInputColumn", "keepVersions", "queryName", "where", "operators", "partitionGroups",
+    "idleTimeout",
 )
 SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
 
 
 # -- options -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SinkConfig(SpecView):
-    """The validated options of one ``ordered-agg`` sink (picklable, immutable).
-
-    ``spec`` is what the query computes (the same :class:`QuerySpec` the source, job configs
-    and the CLI build); the other fields wire Spark's rows to it and say where results go.
-    """
-
-    spec: QuerySpec
-    path: str
-    input_column: str
-    state_location: str
-    sequence_column: str | None
-    end_column: str | None
-    keep_versions: int
-    checkpoint_location: str | None = None
-
-    def wiring(self) -> dict[str, str | None]:
-        """Options besides the spec that are fixed for a stateLocation (named as written)."""
-        return {"inputColumn": self.input_column, "sequenceColumn": self.sequence_column,
-                "endOfInputColumn": self.end_column}
-
-    def fingerprint(self) -> str:
-        """The query's fingerprint (:meth:`QuerySpec.fingerprint`; wiring is recorded apart)."""
-        return self.spec.fingerprint()
-
-    def wiring_view(self) -> Wiring:
-        """What the per-group work needs (shipped to executors inside the writer)."""
-        return Wiring(self.spec, self.state_location, self.input_column, self.sequence_column,
-                      self.end_column)
 
 
 def _state_location(opts: Mapping[str, str]) -> str:
@@ -98,6 +65,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         end_column=one_name("endOfInputColumn", end) if end else None,
         keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1),
         checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
+        idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
+                         if opts.get("idleTimeout", "").strip() else None),
     )
 
 
@@ -124,14 +93,4 @@ def check_schema(config: SinkConfig, schema: pa.Schema) -> None:
     if config.sequence_column is not None:
         field(config.sequence_column, "sequenceColumn")
     # Building the operator checks the timestamp, key and aggregate columns.
-    _new_query(config, runtime_schema(config, schema))
-
-
-def runtime_schema(config: SinkConfig, schema: pa.Schema) -> pa.Schema:
-    """Return the schema of the rows given to the runtime (no input-id/end/sequence columns)."""
-    drop = {config.input_column, config.end_column, config.sequence_column}
-    return pa.schema([f for f in schema if f.name not in drop])
-
-
-def _new_query(config: SinkConfig, schema: pa.Schema) -> OrderedAggregation:
-    return config.spec.build(schema)
+    config.spec.build(config.runtime_schema(schema))

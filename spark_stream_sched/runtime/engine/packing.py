@@ -1,4 +1,4 @@
-"""How rows cross into and out of ``transformWithStateInPandas``: Arrow IPC, one blob per group.
+"""How rows cross into and out of Spark's ``transformWithStateInPandas``: Arrow IPC per group.
 
 pyspark 4.3 feeds ``transformWithStateInPandas`` row by row: its worker turns every input row
 into a Python tuple (``itertuples``) to find the group boundaries and rebuilds pandas frames from
@@ -6,7 +6,7 @@ the tuples; pandas also turns a nullable ``long`` into ``float64`` (not exact ab
 ``double`` NaN into null. Measured on the 2 M-row benchmark (py-spy over two runs), that row
 loop and the frame building were about half of the Python workers' time.
 
-So :func:`~spark_stream_sched.spark.transform.ordered` does not hand the operator rows. A
+So :func:`spark_stream_sched.spark.ordered` does not hand the operator rows. A
 ``mapInArrow`` stage before it (:func:`pack`) cuts each Arrow batch of input rows by partition
 group (the runtime's stable key hash) and sends each group's rows as one Arrow IPC stream in a
 ``binary`` column; the operator receives a few such rows per group and micro-batch. Its results
@@ -15,21 +15,19 @@ it (:func:`unpack`) turns them back into rows of the declared schema. Arrow IPC 
 every type: int64 above 2**53, nulls, NaN, timestamps.
 
 Everything here is pure PyArrow (no pyspark import): the functions run inside Spark's Python
-workers and are tested on their own.
+workers (``mapInArrow``) and are tested on their own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+from spark_stream_sched.runtime.distribution.groups import group_of_rows, split_by_group
 from spark_stream_sched.runtime.packets import INPUT_COL
-from spark_stream_sched.spark.sink_groups import split_by_group
 
 #: Columns of the packed rows: the partition group and its rows (Arrow IPC stream bytes).
 GROUP, ROWS = "_sss_group", "_sss_rows"
@@ -71,9 +69,7 @@ def pack(batches: Iterable[pa.RecordBatch], payload: pa.Schema, keys: Sequence[s
         rows = pa.Table.from_arrays(
             [data.column(n).cast(payload.field(n).type) for n in names]
             + [data.column(input_column).cast(pa.int32())], names=[*names, INPUT_COL])
-        groups = (assign_to_partition_group(key_hash(rows, list(keys)), n_groups) if keys
-                  else np.zeros(rows.num_rows, dtype=np.int32))
-        parts = split_by_group(rows, groups)
+        parts = split_by_group(rows, group_of_rows(rows, keys, n_groups))
         yield pa.RecordBatch.from_arrays(
             [pa.array([to_ipc(t) for _, t in parts], pa.binary()),
              pa.array([g for g, _ in parts], pa.int32())], names=[ROWS, GROUP])

@@ -18,12 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.errors import InputError
+from spark_stream_sched.runtime.engine.batch import BatchResult, GroupedBatch, query_hold
+from spark_stream_sched.runtime.engine.order import in_output_order
 from spark_stream_sched.runtime.executor import pools
 from spark_stream_sched.runtime.merge import ready_bound
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX
 from spark_stream_sched.runtime.query import QuerySpec
-from spark_stream_sched.runtime.query.batch import BatchResult, GroupedBatch
-from spark_stream_sched.runtime.state.versions import GroupState
+from spark_stream_sched.runtime.state.memory import MemoryStateStore
+from spark_stream_sched.runtime.state.store import BatchStore, GroupState
 from spark_stream_sched.testing.reference import reference_aggregate
 
 from ..strategies import SCHEMA, input_stream
@@ -41,7 +43,7 @@ class MemoryStore:
     def load(self, group: int) -> GroupState:
         return self.states.get(group, GroupState())
 
-    def save(self, states: dict[int, GroupState], meta: dict[str, Any]) -> None:
+    def save(self, states: dict[int, GroupState]) -> None:
         self.states.update(states)
 
 
@@ -52,11 +54,18 @@ def with_ids(table: pa.Table, input_id: int, seq0: int) -> pa.Table:
 
 def run_batches(spec: QuerySpec, tables: list[pa.Table], cuts: list[list[int]],
                 task_groups: list[tuple[int, ...]], **how: Any) -> list[dict[str, Any]]:
-    """Run every batch over every task's groups (one store per task); rows in output order."""
-    stores = [MemoryStore() for _ in task_groups]
+    """Run every batch over every task's groups as the source does; rows in output order.
+
+    Each batch starts from the version the previous one committed (every task commits its
+    groups into one version of a :class:`MemoryStateStore`), gets the query's hold bound from
+    that version, and its tasks' results are put in the query's order across tasks, so the
+    concatenated rows are the source's one sequence.
+    """
+    store = MemoryStateStore()
     done = [0] * len(tables)
     last: list[int | None] = [None] * len(tables)
     rows_out: list[dict[str, Any]] = []
+    version: str | None = None
     n_batches = len(cuts[0])
     for b in range(n_batches + 1):
         final = b == n_batches
@@ -71,11 +80,17 @@ def run_batches(spec: QuerySpec, tables: list[pa.Table], cuts: list[list[int]],
                 last[j] = int(t.column("ts")[e - 1].as_py())
         end_bound = TS_MAX if final else ready_bound(last, [False] * len(tables))
         rows = pa.concat_tables(parts)
-        for groups, store in zip(task_groups, stores, strict=True):
-            result = GroupedBatch(spec, SCHEMA, groups, **how).run(rows, store, start_bound,
-                                                                   end_bound)
+        start = None if version is None else store.entries(version)
+        hold = query_hold(start or {}, start_bound, False)
+        version, outputs = f"v{b:04d}", []
+        for t, groups in enumerate(task_groups):
+            batch_store = BatchStore(store, start, version, f"t{t}")
+            result = GroupedBatch(spec, SCHEMA, groups, **how).run(rows, batch_store,
+                                                                   start_bound, end_bound, hold)
             assert isinstance(result, BatchResult)
-            rows_out += result.output.to_pylist()
+            outputs += [o for o in result.per_group.values() if o.num_rows]
+        if outputs:
+            rows_out += in_output_order(spec, outputs).to_pylist()
         done = ends
     return rows_out
 

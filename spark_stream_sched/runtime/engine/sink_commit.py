@@ -1,8 +1,21 @@
-"""The ``ordered-agg`` sink's driver side, without Spark: on-disk layout and commits.
+"""The ``ordered-agg`` sink's commit protocol on the driver, without Spark (no pyspark).
 
-:class:`SinkCommitter` turns the rows that executors staged for one batch id into result
-Parquet files and a new state version, idempotently (see :mod:`spark_stream_sched.spark.sink`
-for the whole protocol). Nothing here imports pyspark, so it is tested without a JVM.
+:class:`SinkCommitter` turns what the write tasks of one batch id staged and reported into a
+result Parquet file, a new state version and a commit marker, exactly once
+(:mod:`spark_stream_sched.spark.sink` has the whole picture, ``docs/sink.md`` the crash points).
+The group work is the engine's (:mod:`~.sink_commit_step`); this module keeps the books.
+
+Layout under ``stateLocation`` (default ``<checkpointLocation>/ordered-agg-sink``)::
+
+    _sink.json                      owner: checkpoint, Spark query id, output path, fingerprint
+    _query.json                     the query definition (a changed one is refused)
+    _lock                           flock'ed while a commit or finish runs
+    commits/batch-<id>.json         commit marker of batch <id> (written last, atomically)
+    commits/final.json              marker of finish_sink(): every input finished
+    versions/batch-<id>/            the group state after batch <id>
+                                    (:mod:`~spark_stream_sched.runtime.state.files`, the
+                                    source's layout; pruned to ``keepVersions``)
+    staging/batch-<id>/part-*.arrow rows (and results) the write tasks of batch <id> staged
 """
 
 from __future__ import annotations
@@ -19,6 +32,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import StateError
+from spark_stream_sched.faults import crash_point
+from spark_stream_sched.runtime.engine.sink_batch import TaskWork
+from spark_stream_sched.runtime.engine.sink_commit_step import (
+    Applied,
+    Staged,
+    commit_step,
+    finish_step,
+)
+from spark_stream_sched.runtime.engine.sink_config import SinkConfig
 from spark_stream_sched.runtime.packets import TS_MAX
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
 from spark_stream_sched.runtime.state.atomic import atomic_write
@@ -33,28 +55,14 @@ from spark_stream_sched.runtime.state.commit_log import (
     read_markers,
     write_marker,
 )
+from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.lock import LocationLock
 from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
-from spark_stream_sched.spark.sink_apply import (
-    Applied,
-    Staged,
-    apply_batch,
-    check_previous,
-    finish_groups,
-    staged_schema,
-)
-from spark_stream_sched.spark.sink_groups import TaskWork, groups_dir
-from spark_stream_sched.spark.sink_options import (
-    SinkConfig,
-    parse_sink_options,
-    runtime_schema,
-)
-from spark_stream_sched.testing.faults import crash_point
 
 logger = logging.getLogger(__name__)
 
 #: Version of the on-disk layout (commit markers and state files).
-SINK_FORMAT_VERSION = 2
+SINK_FORMAT_VERSION = 3
 
 
 # -- on-disk layout (runtime/state/commit_log.py has the commit log, owner and state files) ---
@@ -92,7 +100,7 @@ class SinkCommitter:
     Called on the driver (from :meth:`OrderedAggStreamWriter.commit` or :func:`finish_sink`),
     one batch at a time, in batch-id order, as Spark does. A fresh instance per call is fine: all
     state is read from ``stateLocation``. The commit protocol, as a state machine (every crash
-    point ``sink.*`` of :mod:`spark_stream_sched.testing.faults` lies between two steps)::
+    point ``sink.*`` of :mod:`spark_stream_sched.faults` lies between two steps)::
 
         check owner ──> marker N exists? ── yes ──> replay: write nothing
              │                 │ no
@@ -100,15 +108,15 @@ class SinkCommitter:
              │        previous marker is N-1 (or none and N == 0)? ── no ──> StateError
              │                 │ yes
              │                 v
-             │        output part-batch-N ──> state batch-N ──> marker batch-N (commit point)
-             │           [output_written]      [state_written]    [marker_written]
+             │        state batch-N ──> output part-batch-N ──> marker batch-N (commit point)
+             │         [state_written]     [output_written]      [marker_written]
              v
         (fresh location: claim it first [claimed]; the output path must hold no results)
 
-    A crash before the marker leaves at most files that the retried commit rewrites with the
-    same names and bytes (it starts again from state N-1); after the marker the batch is a
-    replay. Batch 0 follows the same steps: once the location is claimed, part files in the
-    output path are this query's own.
+    A crash before the marker leaves at most files that the retried commit rewrites under the
+    same names (it starts again from state N-1, and its manifest replaces the first one); after
+    the marker the batch is a replay. Batch 0 follows the same steps: once the location is
+    claimed, part files in the output path are this query's own.
     """
 
     def __init__(self, config: SinkConfig) -> None:
@@ -158,7 +166,7 @@ class SinkCommitter:
     def _check_fingerprint(self, record: dict[str, Any] | None) -> None:
         if record is None:
             return
-        check_previous(record, self.location)
+        check_format(record, self.location)
         if record.get("fingerprint") != self.config.fingerprint():
             raise StateError(f"ordered-agg sink state in {self.location} was "
                              f"written with other options (window, keys, aggregates, inputs...); "
@@ -171,10 +179,10 @@ class SinkCommitter:
         Returns the batch's commit record.
 
         ``works[k]`` is what the task that staged ``staged_files[k]`` did on the executor
-        (:func:`~spark_stream_sched.spark.sink_groups.run_task`); None (or no ``works``) leaves
-        that file's groups to the driver. A batch id that is already committed *by this query*
-        is a replay: nothing is written and the existing record is returned (with
-        ``"replayed": True``).
+        (:func:`~spark_stream_sched.runtime.engine.sink_batch.run_task`); None (or no
+        ``works``) leaves that file's groups to the driver. A batch id that is already
+        committed *by this query* is a replay: nothing is written and the existing record is
+        returned (with ``"replayed": True``).
 
         Raises
         ------
@@ -201,21 +209,26 @@ class SinkCommitter:
             staged = [Staged(f, w) for f, w in zip(staged_files, works, strict=True)]
             schema = staged_schema(staged_files)
             if schema is None:  # no row in this batch: the state stays as it was
-                applied = Applied(None, dict((previous or {}).get("groups", {})),
-                                  list((previous or {}).get("input_max")
-                                       or [None] * self.config.n_inputs),
-                                  set((previous or {}).get("finished", [])),
-                                  (previous or {}).get("ready_bound"), 0,
-                                  int((previous or {}).get("dropped") or 0))
-                return self._record(batch_id, batch_name(batch_id), applied, previous,
-                                    order=batch_id, started=started)
-            applied = apply_batch(self.config.wiring_view(), batch_id, batch_name(batch_id),
-                                  previous or {}, staged, runtime_schema(self.config, schema))
+                return self._record(batch_id, batch_name(batch_id), self._unchanged(previous),
+                                    previous, order=batch_id, started=started,
+                                    version=(previous or {}).get("version"))
+            runtime = self.config.runtime_schema(schema)
+            applied = commit_step(self.config, batch_id, batch_name(batch_id), previous,
+                                  staged, runtime, time.time())
             applied.stats["ts_is_timestamp"] = pa.types.is_timestamp(
                 schema.field(self.config.timestamp_column).type)
-            applied.stats["schema"] = encode_schema(runtime_schema(self.config, schema))
+            applied.stats["schema"] = encode_schema(runtime)
             return self._record(batch_id, batch_name(batch_id), applied, previous, order=batch_id,
                                 started=started)
+
+    def _unchanged(self, previous: dict[str, Any] | None) -> Applied:
+        """A batch without rows: the previous state, bound and flags carry over."""
+        p = previous or {}
+        n = self.config.n_inputs
+        return Applied(None, list(p.get("input_max") or [None] * n), set(p.get("finished", [])),
+                       p.get("ready_bound"), 0, int(p.get("dropped") or 0),
+                       list(p.get("idle_next") or [False] * n),
+                       list(p.get("last_rows_at") or [None] * n))
 
     def finish(self) -> dict[str, Any] | None:
         """Finish every input and write the windows still open; idempotent.
@@ -234,22 +247,24 @@ class SinkCommitter:
                 return None
             previous = records[-1]
             self._check_fingerprint(previous)
-            out, names = None, dict(previous.get("groups", {}))
+            out = None
             if previous.get("schema") is not None:
-                out, names = finish_groups(self.config.wiring_view(), FINAL, previous,
-                                           decode_schema(previous["schema"]))
-            applied = Applied(out, names, list(previous["input_max"]),
-                              set(range(self.config.n_inputs)), TS_MAX, 0,
-                              int(previous.get("dropped") or 0))
+                out = finish_step(self.config, previous, FINAL, decode_schema(previous["schema"]))
+            applied = Applied(out, list(previous["input_max"]), set(range(self.config.n_inputs)),
+                              TS_MAX, 0, int(previous.get("dropped") or 0))
             return self._record(FINAL, FINAL, applied, previous,
                                 order=int(previous["batch_id"]) + 1)
 
     # -- steps ---------------------------------------------------------------------------------
 
     def _record(self, batch_id: int | str, name: str, applied: Applied,
-                previous: dict[str, Any] | None, order: int,
-                started: float | None = None) -> dict[str, Any]:
+                previous: dict[str, Any] | None, order: int, started: float | None = None,
+                version: str | None = "") -> dict[str, Any]:
+        """Write the batch's output, then its marker (naming ``version``, default ``name``)."""
+        version = name if version == "" else version
         step = {"batch": batch_id}
+        # the version's group files and manifest were written by the steps, before the output
+        crash_point("sink.state_written", **step)
         previous = previous or {}
         schema = applied.stats.pop("schema", previous.get("schema"))
         is_ts = applied.stats.pop("ts_is_timestamp", previous.get("ts_is_timestamp", False))
@@ -260,15 +275,15 @@ class SinkCommitter:
             atomic_write(str(Path(self.config.path) / output),
                          _parquet_bytes(bounds_as_timestamps(out) if is_ts else out))
         crash_point("sink.output_written", **step)
-        # group state files were written by the tasks and apply_batch, before the marker
-        crash_point("sink.state_written", **step)
         record = {
             "format_version": SINK_FORMAT_VERSION, "batch_id": batch_id, "order": order,
             "rows_in": applied.rows_in, "rows_out": 0 if out is None else out.num_rows,
-            "output": output, "groups": applied.groups, "input_max": applied.input_max,
-            "finished": sorted(applied.finished), "fingerprint": self.config.fingerprint(),
-            "ready_bound": applied.bound, "dropped": applied.dropped, "schema": schema,
-            "ts_is_timestamp": is_ts, **applied.stats,
+            "output": output, "version": version,
+            "input_max": applied.input_max, "finished": sorted(applied.finished),
+            "fingerprint": self.config.fingerprint(), "ready_bound": applied.bound,
+            "dropped": applied.dropped, "idle_next": applied.idle_next,
+            "last_rows_at": applied.last_rows_at, "schema": schema, "ts_is_timestamp": is_ts,
+            **applied.stats,
         }
         if started is not None:  # the driver's CPU time for the whole commit, output included
             record["driver_cpu_s"] = round(time.process_time() - started, 6)
@@ -291,20 +306,11 @@ class SinkCommitter:
                 shutil.rmtree(directory, ignore_errors=True)
 
     def _prune(self, committed: str) -> None:
-        """Delete unreferenced group state files of batches up to ``committed``.
-
-        Files named by the last ``keep_versions`` commits stay, as do files of later,
-        uncommitted batches.
-        """
-        keep = {name for r in read_commits(self.config)[-self.config.keep_versions:]
-                for name in (r.get("groups") or {}).values()}
-        directory = groups_dir(self.location)
-        if not directory.is_dir():
-            return
-        for path in directory.glob("*.state"):
-            written_in = path.name.split("-", 1)[1] if "-" in path.name else ""
-            if path.name not in keep and written_in[:len(committed)] <= committed:
-                path.unlink(missing_ok=True)
+        """Delete state versions older than the last ``keep_versions`` committed ones."""
+        markers = [r for r in read_commits(self.config) if r.get("version")]
+        kept = [str(r["version"]) for r in markers[-self.config.keep_versions:]]
+        if kept:
+            FileStateStore(self.location, cache=None).prune(min(kept), 0)
 
 
 def encode_schema(schema: pa.Schema) -> str:
@@ -317,19 +323,23 @@ def decode_schema(text: str) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
-def finish_sink(options: Mapping[str, str]) -> dict[str, Any] | None:
-    """Finish every input of a stopped sink query and write its last windows; idempotent.
+def check_format(record: Mapping[str, Any], location: str) -> None:
+    """Refuse a commit log written by an older release (another state layout)."""
+    if record.get("format_version") != SINK_FORMAT_VERSION:
+        raise StateError(f"the ordered-agg sink state in {location} was written by an older "
+                         f"release (commit format {record.get('format_version')}, this release "
+                         f"writes {SINK_FORMAT_VERSION} and keeps group state in versions/). "
+                         f"Finish that query with the release that started it, or start with a "
+                         f"new checkpointLocation, stateLocation and output path")
 
-    Parameters
-    ----------
-    options:
-        The options the query was started with (including ``checkpointLocation`` when
-        ``stateLocation`` was not given).
 
-    Notes
-    -----
-    Called on the driver after the query has stopped (e.g. ``Trigger.AvailableNow`` done). It
-    is the sink's "input finished" signal for bounded jobs; afterwards the sink refuses more
-    batches.
-    """
-    return SinkCommitter(parse_sink_options(options)).finish()
+def staged_schema(files: Sequence[str]) -> pa.Schema | None:
+    """Schema of the first staged file (None: no file)."""
+    for path in files:
+        try:
+            with pa.memory_map(path) as source:
+                return pa.ipc.open_file(source).schema
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise StateError(f"staged file {path} cannot be read ({exc}); the batch cannot be "
+                             f"committed; restart the query from its checkpoint") from exc
+    return None

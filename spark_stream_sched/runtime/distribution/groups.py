@@ -1,0 +1,80 @@
+"""Partition groups: which group a row belongs to, which task runs a group, a batch cut by group.
+
+The partition group is the unit of state, of spilling and of movement (Liu & Rundensteiner,
+*Adapting State-Intensive Non-Blocking Queries over Distributed Environments*, §3-§4), as key
+groups are in Flink (``KeyGroupRangeAssignment``) and state partitions in Spark. Their number is
+fixed when a query first starts. Every door of the engine routes rows with the functions here:
+
+* :func:`group_of_rows` -- a row's group: the stable hash of its key columns
+  (:func:`~spark_stream_sched.runtime.keys.key_hash`, the same in every process) modulo the
+  number of groups; one group (0) without key columns;
+* :func:`initial_groups` / :func:`group_range_for_task` -- before any distributed adaptation a
+  task runs a contiguous range of groups (the distribution manager,
+  :mod:`~spark_stream_sched.runtime.distribution.manager`, may later move groups);
+* :func:`split_by_group` -- a table cut into one table per group, each group's rows in their
+  order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_stream_sched.runtime.keys import (
+    assign_to_partition_group,
+    group_range_for_task,
+    key_hash,
+)
+
+__all__ = ["assign_to_partition_group", "group_of_rows", "group_range_for_task",
+           "initial_groups", "split_by_group"]
+
+
+def group_of_rows(rows: pa.Table, key_columns: Sequence[str], n_groups: int) -> np.ndarray:
+    """Partition group (int32) of each row of ``rows``.
+
+    The key hash is a function of each value alone, so with one key column each *distinct* key
+    is hashed once (dictionary encoding) instead of every row.
+    """
+    keys = list(key_columns)
+    if not keys:
+        return np.zeros(rows.num_rows, np.int32)
+    if len(keys) == 1 and rows.num_rows:
+        column = rows.column(keys[0]).combine_chunks()
+        if not pa.types.is_dictionary(column.type):
+            try:
+                encoded = pc.dictionary_encode(column, null_encoding="encode")
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+                encoded = None
+            if encoded is not None:
+                distinct = pa.table({keys[0]: encoded.dictionary})
+                per_key = assign_to_partition_group(key_hash(distinct, keys), n_groups)
+                return np.asarray(per_key[encoded.indices.to_numpy()], np.int32)
+    return np.asarray(assign_to_partition_group(key_hash(rows, keys), n_groups), np.int32)
+
+
+def initial_groups(n_groups: int, n_tasks: int) -> tuple[int, ...]:
+    """Task of each group before any adaptation: contiguous ranges of groups."""
+    task_of = [0] * n_groups
+    for task in range(n_tasks):
+        for g in group_range_for_task(task, n_tasks, n_groups):
+            task_of[g] = task
+    return tuple(task_of)
+
+
+def split_by_group(rows: pa.Table, groups: np.ndarray) -> list[tuple[int, pa.Table]]:
+    """``rows`` cut into one table per group (ascending ids), keeping each group's row order.
+
+    One stable sort and slices, instead of one filter over all rows per group.
+    """
+    if len(groups) == 0:
+        return []
+    order = np.argsort(groups, kind="stable")
+    ordered, sorted_groups = rows.take(pa.array(order)), groups[order]
+    ids, starts = np.unique(sorted_groups, return_index=True)
+    ends = [*starts[1:].tolist(), len(order)]
+    return [(int(g), ordered.slice(int(a), int(b) - int(a)))
+            for g, a, b in zip(ids.tolist(), starts.tolist(), ends, strict=True)]

@@ -1,0 +1,57 @@
+"""Partition groups: a row's group, a task's groups, a batch cut by group (pure: no JVM)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_stream_sched.runtime.distribution.groups import (
+    group_of_rows,
+    group_range_for_task,
+    initial_groups,
+    split_by_group,
+)
+from spark_stream_sched.runtime.keys import assign_to_partition_group, key_hash
+
+
+@pytest.mark.parametrize("column", [
+    pa.array([5, None, 7, 5, -3, 2**62], pa.int64()),
+    pa.array(["a", None, "b", "a", "", "ü"]),
+    pa.array([0.0, -0.0, float("nan"), None, 1.5, 1.5]),
+])
+def test_one_hash_per_distinct_key_equals_one_hash_per_row(column: pa.Array) -> None:
+    table = pa.table({"meter": column})
+    per_row = assign_to_partition_group(key_hash(table, ["meter"]), 7)
+    assert group_of_rows(table, ["meter"], 7).tolist() == per_row.tolist()
+
+
+def test_several_key_columns_and_no_key() -> None:
+    table = pa.table({"a": [1, 2, 1], "b": ["x", "y", "x"]})
+    groups = group_of_rows(table, ("a", "b"), 5)
+    assert groups.tolist() == assign_to_partition_group(key_hash(table, ["a", "b"]), 5).tolist()
+    assert groups[0] == groups[2]
+    assert group_of_rows(table, (), 5).tolist() == [0, 0, 0]
+
+
+@given(st.integers(1, 64), st.integers(1, 16))
+def test_initial_groups_are_contiguous_ranges_covering_every_group(n_groups: int,
+                                                                   n_tasks: int) -> None:
+    task_of = initial_groups(n_groups, n_tasks)
+    assert len(task_of) == n_groups
+    for task in range(n_tasks):
+        assert [g for g, t in enumerate(task_of) if t == task] == list(
+            group_range_for_task(task, n_tasks, n_groups))
+    assert list(task_of) == sorted(task_of)
+
+
+@settings(max_examples=50)
+@given(st.lists(st.integers(0, 5), max_size=60))
+def test_split_by_group_keeps_each_groups_rows_in_order(groups: list[int]) -> None:
+    rows = pa.table({"i": list(range(len(groups)))})
+    parts = split_by_group(rows, np.asarray(groups, np.int32))
+    assert [g for g, _ in parts] == sorted(set(groups))
+    for g, part in parts:
+        assert part.column("i").to_pylist() == [i for i, x in enumerate(groups) if x == g]

@@ -286,3 +286,37 @@ def test_spark_sink_rejects_bad_options_at_start(spark: Any, tmp_path: Path) -> 
     with pytest.raises(Exception, match="option keyColumns|no_such_column"):
         query.awaitTermination()
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_an_input_that_stops_is_idle_after_idle_timeout(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet input (a Kafka partition that stops) no longer holds every window back.
+
+    Input 2 sends rows only in batch 0. Each commit happens 2 s (driver clock) after the last:
+    from the commit that finds input 2 quiet for ``idleTimeout`` on, the next batches release
+    the windows after input 2's last row, as the source's ``idleTimeout`` does; nothing is lost
+    or repeated (the oracle, after ``finish_sink``).
+    """
+    from spark_stream_sched.runtime.engine import sink_commit
+
+    tables = make_inputs()
+    quiet = tables[2].slice(0, 200)
+    inputs = [tables[0], tables[1], quiet]
+    opts = options(tmp_path, idleTimeout="3 seconds")
+    writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(opts))
+    tasks, clock = FakeTasks(monkeypatch, writer), [1000.0]
+    monkeypatch.setattr(sink_commit, "wall_clock", lambda: clock[0])
+    batches = batches_of([tables[0], tables[1]], 5, 2, seed=3)
+    batches[0] = [pa.concat_tables([batches[0][0], quiet]), batches[0][1]]
+    for batch_id, partitions in enumerate(batches):
+        clock[0] += 2.0
+        writer.commit(tasks.write(batch_id, partitions), batch_id)
+    last_quiet = int(quiet.column("ts")[-1].as_py())
+    markers = sink.read_commits(writer.config)
+    # quiet for 2 s after batch 1's commit, 4 s after batch 2's: idle from batch 3 on
+    assert [m["idle_next"][2] for m in markers] == [False, False, True, True, True]
+    assert markers[-1]["ready_bound"] > last_quiet  # input 2 holds R back no more
+    emitted = output_rows(tmp_path / "out")
+    assert max(r[1] for r in emitted) > last_quiet + 20_000
+    sink.finish_sink(opts)
+    assert output_rows(tmp_path / "out") == expected_rows(inputs)

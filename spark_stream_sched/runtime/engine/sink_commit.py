@@ -61,6 +61,8 @@ from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
 
 logger = logging.getLogger(__name__)
 
+#: The driver's wall clock (seconds), read once per commit: it decides idle inputs.
+wall_clock = time.time
 #: Version of the on-disk layout (commit markers and state files).
 SINK_FORMAT_VERSION = 3
 
@@ -214,7 +216,7 @@ class SinkCommitter:
                                     version=(previous or {}).get("version"))
             runtime = self.config.runtime_schema(schema)
             applied = commit_step(self.config, batch_id, batch_name(batch_id), previous,
-                                  staged, runtime, time.time())
+                                  staged, runtime, wall_clock())
             applied.stats["ts_is_timestamp"] = pa.types.is_timestamp(
                 schema.field(self.config.timestamp_column).type)
             applied.stats["schema"] = encode_schema(runtime)

@@ -61,11 +61,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_stream_sched import inputs
 from spark_stream_sched.faults import crash_point
-from spark_stream_sched.inputs import Cursor, FileManifest
 from spark_stream_sched.inputs import split as read_once
-from spark_stream_sched.inputs.cursors import EventTimeCache
+from spark_stream_sched.inputs.driver import SourceDriver
 from spark_stream_sched.inputs.offsets import (
     Offset,
     lag_ms,
@@ -78,27 +76,19 @@ from spark_stream_sched.inputs.plan import (
     OUTPUT_BATCH_ROWS,
     SourcePlan,
     empty_input_message,
-    files_between,
-    files_from,
-    mark_idle,
     rows_between,
 )
-from spark_stream_sched.runtime.distribution import assignments
 from spark_stream_sched.runtime.distribution.loads import can_spill
 from spark_stream_sched.runtime.distribution.manager import batch_assignment
 from spark_stream_sched.runtime.engine.batch import query_hold
 from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.runtime.state.files import FileStateStore
-from spark_stream_sched.runtime.state.lock import LocationLock
 from spark_stream_sched.runtime.state.store import BatchStore
 from spark_stream_sched.spark.datasource import OrderedAggDataSource
 from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
 
 log = logging.getLogger(__name__)
-
-#: State versions kept before the committed one (for replays and inspection).
-KEEP_OLDER_VERSIONS = 2
 
 __all__ = ["OrderedAggDataSource", "OrderedAggStreamReader", "empty_input_message"]
 
@@ -109,56 +99,36 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     Notes
     -----
     ``initialOffset``, ``latestOffset``, ``getDefaultReadLimit``, ``partitions``, ``commit`` and
-    ``prepareForTriggerAvailableNow`` run on the driver in one long-lived process; the first of
-    them takes the state location's lock and loads the input manifests (not ``__init__``: Spark's
-    planner worker also creates a reader, to pickle it for ``read()``). ``read()`` runs on
-    executors on a pickled copy of this object and is stateless: all it needs comes from the
-    partition and the state files.
+    ``prepareForTriggerAvailableNow`` run on the driver in one long-lived process, where a
+    :class:`~spark_stream_sched.inputs.driver.SourceDriver` keeps the books (its first use takes
+    the state location's lock and loads the input manifests -- not ``__init__``: Spark's planner
+    worker also creates a reader, to pickle it for ``read()``). ``read()`` runs on executors on a
+    pickled copy of this object and is stateless: all it needs comes from the partition and the
+    state files.
     """
 
     def __init__(self, plan: SourcePlan, schema: StructType) -> None:
         self._plan = plan
         self._schema = schema
-        #: per input, how many manifest files Trigger.AvailableNow froze (None: not frozen)
-        self._frozen_lengths: list[int] | None = None
-        self._manifests: list[FileManifest] | None = None
-        self._lock = LocationLock(plan.config.state_location)
+        self._driver: SourceDriver | None = SourceDriver(plan)
         self._planned = 0  # batches planned by this driver process (crash point ``batch``)
-        #: input id -> clock reading when the driver last saw new rows of the input (or, after
-        #: a restart, first saw none)
-        self._quiet_since: dict[int, float] = {}
-        self._clock = time.monotonic  # replaced by tests
-        self._empty_reported = False  # inputs without files are reported once per process
-        #: timestamps peeked by latestOffset, kept across batches (driver only)
-        self._ts_cache: EventTimeCache | None = EventTimeCache()
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle without the driver's lock and manifests (executors never need them)."""
-        state = dict(self.__dict__)
-        state.update(_manifests=None, _lock=LocationLock(self._plan.config.state_location),
-                     _ts_cache=None)
-        return state
+        """Pickle without the driver's books (executors never need them)."""
+        return {**self.__dict__, "_driver": None}
+
+    @property
+    def driver(self) -> SourceDriver:
+        """The driver's books (only on the driver)."""
+        assert self._driver is not None, "driver calls on an executor's copy of the reader"
+        return self._driver
 
     # -- driver --------------------------------------------------------------------------------
-
-    def _driver_manifests(self) -> list[FileManifest]:
-        """Take the state location's lock and load the input manifests (first driver call)."""
-        if self._manifests is None:
-            self._lock.acquire()
-            c = self._plan.config
-            self._manifests = [FileManifest(c.state_location, j, path)
-                               for j, path in enumerate(c.inputs)]
-        return self._manifests
-
-    def _sync_manifests(self, late_files: str, admit_new: bool) -> None:
-        """Append newly listed files to the manifests; handle late files by ``late_files``."""
-        for manifest in self._driver_manifests():
-            manifest.sync(inputs.list_files(manifest.input_path), late_files, admit_new)
 
     @reported
     def initialOffset(self) -> dict[str, Any]:
         """Offset before the first row of every input."""
-        self._driver_manifests()
+        self.driver.manifests  # noqa: B018 - the lock and the manifests, from the first call on
         return Offset.initial(self._plan.config.n_inputs).to_json()
 
     @reported
@@ -184,109 +154,29 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             budget = limit.max_rows
         elif isinstance(limit, ReadAllAvailable):
             return None
-        if (self._frozen_lengths is not None and not self._plan.max_records_explicit
+        if (self.driver.frozen is not None and not self._plan.max_records_explicit
                 and budget == c.max_records_per_trigger and budget is not None):
             return max(budget, AVAILABLE_NOW_MAX_RECORDS)
         return budget
 
     @reported
     def prepareForTriggerAvailableNow(self) -> None:
-        """Freeze each input's manifest length: the query stops at the data present now.
-
-        Files present now are appended to the manifests first. Late files are skipped now with
-        ``lateFiles=skip``; with ``fail`` they are reported by the next ``latestOffset``, so a
-        batch Spark replays first (it was planned before the crash) still completes.
-        """
-        late_files = "skip" if self._plan.config.late_files == "skip" else "defer"
-        self._sync_manifests(late_files, admit_new=True)
-        self._frozen_lengths = [len(m.admitted) for m in self._driver_manifests()]
-        log.info("Trigger.AvailableNow: %s files frozen", self._frozen_lengths)
-        if self._plan.config.end_of_input == "never":
-            log.warning("Trigger.AvailableNow with endOfInput=never: the query stops at the "
-                        "files present now but the last windows stay open, waiting for rows "
-                        "of a later run; set option endOfInput=availableNow to flush the last "
-                        "windows at the end of this run")
-        self._report_empty_inputs()
-
-    def _report_empty_inputs(self) -> None:
-        """Warn once per driver process about inputs that hold no file (see the module doc)."""
-        if self._empty_reported:
-            return
-        self._empty_reported = True
-        available_now = self._frozen_lengths is not None
-        for j, manifest in enumerate(self._driver_manifests()):
-            if not manifest.admitted:
-                log.warning("%s", empty_input_message(j, manifest.input_path,
-                                                      self._plan.config.end_of_input,
-                                                      available_now))
-
-    def _files(self, input_id: int) -> list[str]:
-        """The manifest's files of one input (up to the frozen length under AvailableNow)."""
-        admitted = self._driver_manifests()[input_id].admitted
-        if self._frozen_lengths is not None:
-            return admitted[: self._frozen_lengths[input_id]]
-        return admitted
-
-    def _check_unread_files(self, files: list[list[str]], cursors: Sequence[Cursor]) -> None:
-        """Refuse admitted files that changed size, from each cursor's file onward."""
-        for manifest, names, cursor in zip(self._driver_manifests(), files, cursors, strict=True):
-            if not cursor.finished:
-                manifest.check_unchanged(files_from(names, cursor.file))
+        """Freeze each input's manifest length: the query stops at the data present now."""
+        self.driver.freeze()
 
     @reported
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Advance the cursors by at most the limit's rows: the earliest rows over all inputs.
 
-        See :func:`~spark_stream_sched.inputs.time_aligned_shares`; with
-        ``ReadAllAvailable`` (``maxRecordsPerTrigger=0`` or the engine's choice) every listed
-        row is admitted.
+        See :func:`~spark_stream_sched.inputs.admission.admit`; with ``ReadAllAvailable``
+        (``maxRecordsPerTrigger=0`` or the engine's choice) every listed row is admitted.
         """
-        c = self._plan.config
-        offset = parse_offset(start, c.n_inputs)
-        budget = self._budget(limit)
-        # Durable before the offset that refers to the files is returned (and logged by Spark).
-        self._sync_manifests(c.late_files, admit_new=self._frozen_lengths is None)
-        self._report_empty_inputs()
-        streams, cursors = self._plan.streams, offset.cursors
-        files = [self._files(j) for j in range(c.n_inputs)]
-        self._check_unread_files(files, cursors)
-        avail = [0 if cur.finished else inputs.available_rows(files[j], cur, c.format, budget,
-                                                              streams[j])
-                 for j, cur in enumerate(cursors)]
-        shares = avail
-        heads: list[Any] = [None] * c.n_inputs
-        if budget is not None:  # admit the earliest rows; their ts are reused by advance()
-            cache = self._ts_cache if self._ts_cache is not None else EventTimeCache()
-            for j, cursor in enumerate(cursors):
-                cache.forget_before(files[j], cursor)
-            peeked = [inputs.peek_event_times(s, files[j], cursors[j], avail[j],
-                                              c.timestamp_column, cache)
-                      for j, s in enumerate(streams)]
-            shares = inputs.time_aligned_shares(peeked, [cur.last_ts for cur in cursors],
-                                                   budget)
-            heads = [p[:n] for p, n in zip(peeked, shares, strict=True)]
-        finish = c.end_of_input == "exhausted" or (
-            c.end_of_input == "availableNow" and self._frozen_lengths is not None)
-        cursors = tuple(
-            inputs.advance(stream, files[j], cursors[j], shares[j], c.timestamp_column,
-                              c.out_of_order, finish, heads[j])
-            for j, stream in enumerate(streams))
-        cursors = self._mark_idle(offset.cursors, cursors)
-        for j, stream in enumerate(self._plan.streams):
-            inputs.warn_ignored_files(stream, files[j], cursors[j])
-        return Offset(cursors).to_json()
-
-    def _mark_idle(self, before: tuple[Cursor, ...],
-                   after: tuple[Cursor, ...]) -> tuple[Cursor, ...]:
-        """Record in the end offset which inputs are idle (:func:`.source_plan.mark_idle`)."""
-        timeout = self._plan.config.idle_timeout_ms
-        if timeout is None:
-            return after
-        return mark_idle(before, after, self._quiet_since, self._clock(), timeout)
+        offset = parse_offset(start, self._plan.config.n_inputs)
+        return self.driver.next_offset(offset, self._budget(limit)).to_json()
 
     @reported
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One partition per range of partition groups; ``[]`` for an empty batch.
+        """One partition per task of the batch's assignment; ``[]`` for an empty batch.
 
         The files come from the input manifests, never from a fresh listing: a batch that Spark
         replays after a crash reads exactly the files and rows it planned. Late files are not
@@ -298,15 +188,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._planned += 1
         if first == last:
             return []
-        manifests = self._driver_manifests()
-        for manifest, cursor in zip(manifests, last.cursors, strict=True):
-            if cursor.file is not None and not manifest.entries:  # state from before manifests
-                manifest.sync(inputs.list_files(manifest.input_path), "defer")
-        files = tuple(files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
-                      for j, m in enumerate(manifests))
-        for manifest, batch_files in zip(manifests, files, strict=True):
-            manifest.check_unchanged(batch_files)
-        skipped = sum(m.skipped_count for m in manifests)
+        files, skipped = self.driver.batch_files(first, last)
         return self._tasks(start, end, first, last, files, skipped)
 
     def _tasks(self, start: dict[str, Any], end: dict[str, Any], first: Offset, last: Offset,
@@ -319,8 +201,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         the query's hold bound comes from the start version's manifests.
         """
         c = self._plan.config
-        initial = first == Offset.initial(c.n_inputs)
-        start_version = None if initial else version_id(first)
+        start_version = None if first == Offset.initial(c.n_inputs) else version_id(first)
         chosen = batch_assignment(c.state_location, start_version, version_id(last),
                                   c.partition_groups, min(c.num_partitions, c.partition_groups),
                                   c.adaptation, can_spill(c.spec))
@@ -328,40 +209,22 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         store.forget(version_id(last))
         entries = {} if start_version is None else store.entries(start_version)
         hold = query_hold(entries, first.ready_bound(), bool(chosen.pushes))
-        split = read_once.split_batch(self._plan, files, first, last, chosen.tasks,
-                                      chosen.groups)
+        rows = read_once.split_batch(self._plan, files, first, last, chosen.tasks, chosen.groups)
         return [GroupRangePartition(i, chosen.groups_of(i), start, end, files, skipped,
-                                    split.paths[i], split.rows_total, split.late_dropped,
+                                    rows.paths[i], rows.rows_total, rows.late_dropped,
                                     tuple(g for g in chosen.pushes if chosen.groups[g] == i),
                                     hold)
                 for i in range(chosen.tasks)]
 
     @reported
     def commit(self, end: dict[str, Any]) -> None:
-        """Prune state versions older than ``end`` (the last few are kept); merge the metrics.
+        """Prune what the batch ending at ``end`` made obsolete; merge its metrics.
 
         The batch's partition metrics become ``<stateLocation>/metrics/batch-<id>.json``
         (``runtime/state/batch_metrics.py``); a metrics file that cannot be written or read
         is logged as a warning and does not stop the query.
         """
-        self._driver_manifests()
-        c = self._plan.config
-        version = version_id(parse_offset(end, c.n_inputs))
-        deleted = FileStateStore(c.state_location, cache=None).prune(version, KEEP_OLDER_VERSIONS)
-        read_once.prune(c.state_location, version)
-        assignments.prune(c.state_location, version)
-        log.debug("commit %s: pruned %d old state versions", version, deleted)
-        try:
-            merged = batch_metrics.merge_batch(c.state_location, version)
-            batch_metrics.prune(c.state_location, version)
-        except (OSError, ValueError) as exc:
-            log.warning("cannot merge the metrics of version %s under %s: %s; the query goes "
-                        "on, the report lacks this batch", version,
-                        batch_metrics.metrics_dir(c.state_location), exc)
-            return
-        if merged is not None:
-            log.info("ordered-agg batch %s: %s", merged["batch_id"],
-                     json.dumps(merged, sort_keys=True))
+        self.driver.committed(version_id(parse_offset(end, self._plan.config.n_inputs)))
 
     @reported
     def stop(self) -> None:
@@ -375,9 +238,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         truncated or corrupt offset file), the bare ``JSONDecodeError`` is replaced here by a
         :class:`~spark_stream_sched.errors.StateError` naming the offset log and what to do.
         """
-        if self._manifests is not None:  # this process planned batches: drop their rows
-            read_once.prune(self._plan.config.state_location, None)
-        self._lock.release()
+        self.driver.close()
         failure = sys.exc_info()[1]
         if isinstance(failure, json.JSONDecodeError):
             raise unreadable_offset(failure) from failure

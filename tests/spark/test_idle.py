@@ -43,7 +43,7 @@ def setup(tmp_path: Any, **extra: str) -> tuple[Any, FakeClock, list[Any]]:
                           endOfInput="never", **extra)
     reader = make_reader(opts)
     clock = FakeClock()
-    reader._clock = clock
+    reader.driver.clock = clock
     return reader, clock, [busy, quiet]
 
 

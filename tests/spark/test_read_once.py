@@ -146,12 +146,12 @@ def test_peeked_timestamps_are_read_once_per_file(tmp_path) -> None:
         start = end
     n_files = sum(len(inputs.list_files(str(tmp_path / "in" / f"in{j}"))) for j in range(3))
     assert len(offsets) > 10
-    assert reader._ts_cache is not None
-    assert reader._ts_cache.reads == n_files
+    assert reader.driver._ts_cache is not None
+    assert reader.driver._ts_cache.reads == n_files
     # the offsets equal those of a reader without the cache (a restart: a new, empty cache)
     fresh = make_reader(source_options(str(tmp_path / "in"), 3, str(tmp_path / "state2")))
     fresh.prepareForTriggerAvailableNow()
-    fresh._ts_cache = None
+    fresh.driver._ts_cache = EventTimeCache()
     start = fresh.initialOffset()
     for expected in offsets:
         start = fresh.latestOffset(start, ReadMaxRows(60))

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_stream_sched.errors import OutOfOrderError, StateError
+from spark_stream_sched.inputs.driver import KEEP_OLDER_VERSIONS
 from spark_stream_sched.inputs.offsets import parse_offset, version_id
 from spark_stream_sched.runtime.state.files import version_dir
 from spark_stream_sched.spark.source import (
-    KEEP_OLDER_VERSIONS,
     OrderedAggDataSource,
     OrderedAggStreamReader,
 )

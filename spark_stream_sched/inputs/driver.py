@@ -1,0 +1,173 @@
+"""The ``ordered-agg`` source's books on the driver: input manifests, admission, housekeeping.
+
+One :class:`SourceDriver` lives in Spark's long-lived driver-side source runner for the whole
+query. On its first call it takes ``<stateLocation>/_lock`` (one query per location) and loads
+each input's durable manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
+
+* :meth:`next_offset` -- ``latestOffset``: newly listed files enter the manifests (late files by
+  option ``lateFiles``), admitted files must not have changed, each cursor advances by its
+  share of the budget (:func:`~.admission.admit`), idle inputs are marked in the offset
+  (:func:`~.plan.mark_idle`);
+* :meth:`batch_files` -- ``partitions``: the manifests' files between two offsets (never a fresh
+  listing, so a replayed batch reads exactly what it planned);
+* :meth:`freeze` -- ``Trigger.AvailableNow``: the query stops at the files present now;
+* :meth:`committed` -- ``commit``: prune state versions, per-task rows, assignment records and
+  merge the batch's metrics;
+* :meth:`close` -- ``stop``: drop the planned rows and release the lock.
+
+Pure Python (no pyspark): the reader in :mod:`spark_stream_sched.spark.source` translates
+Spark's calls and read limits into these.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from spark_stream_sched.inputs import split
+from spark_stream_sched.inputs.admission import admit
+from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
+from spark_stream_sched.inputs.listing import list_files
+from spark_stream_sched.inputs.manifest import FileManifest
+from spark_stream_sched.inputs.offsets import Offset
+from spark_stream_sched.inputs.plan import (
+    SourcePlan,
+    empty_input_message,
+    files_between,
+    files_from,
+    mark_idle,
+)
+from spark_stream_sched.runtime.distribution import assignments
+from spark_stream_sched.runtime.state import batch_metrics
+from spark_stream_sched.runtime.state.files import FileStateStore
+from spark_stream_sched.runtime.state.lock import LocationLock
+
+log = logging.getLogger(__name__)
+
+#: State versions kept before the committed one (for replays and inspection).
+KEEP_OLDER_VERSIONS = 2
+
+
+class SourceDriver:
+    """The driver's state of one query (see the module docstring); not picklable."""
+
+    def __init__(self, plan: SourcePlan, clock: Callable[[], float] = time.monotonic) -> None:
+        self.plan = plan
+        self.clock = clock  # wall clock of idle inputs (replaced by tests)
+        self.lock = LocationLock(plan.config.state_location)
+        #: per input, how many manifest files Trigger.AvailableNow froze (None: not frozen)
+        self.frozen: list[int] | None = None
+        self._manifests: list[FileManifest] | None = None
+        self._quiet_since: dict[int, float] = {}  # input -> clock when its last row was seen
+        self._empty_reported = False  # inputs without files are reported once per process
+        self._ts_cache = EventTimeCache()  # timestamps peeked by admission, kept across batches
+
+    @property
+    def manifests(self) -> list[FileManifest]:
+        """The input manifests (the first use takes the state location's lock)."""
+        if self._manifests is None:
+            self.lock.acquire()
+            c = self.plan.config
+            self._manifests = [FileManifest(c.state_location, j, path)
+                               for j, path in enumerate(c.inputs)]
+        return self._manifests
+
+    def sync(self, late_files: str, admit_new: bool) -> None:
+        """Append newly listed files to the manifests; handle late files by ``late_files``."""
+        for manifest in self.manifests:
+            manifest.sync(list_files(manifest.input_path), late_files, admit_new)
+
+    def freeze(self) -> None:
+        """``Trigger.AvailableNow``: admit the files present now, then no more.
+
+        Late files are skipped now with ``lateFiles=skip``; with ``fail`` the next
+        :meth:`next_offset` reports them, so a batch Spark replays first still completes.
+        """
+        c = self.plan.config
+        self.sync("skip" if c.late_files == "skip" else "defer", admit_new=True)
+        self.frozen = [len(m.admitted) for m in self.manifests]
+        log.info("Trigger.AvailableNow: %s files frozen", self.frozen)
+        if c.end_of_input == "never":
+            log.warning("Trigger.AvailableNow with endOfInput=never: the query stops at the "
+                        "files present now but the last windows stay open, waiting for rows "
+                        "of a later run; set option endOfInput=availableNow to flush the last "
+                        "windows at the end of this run")
+        self.report_empty()
+
+    def report_empty(self) -> None:
+        """Warn once per driver process about inputs that hold no file."""
+        if self._empty_reported:
+            return
+        self._empty_reported = True
+        for j, manifest in enumerate(self.manifests):
+            if not manifest.admitted:
+                log.warning("%s", empty_input_message(j, manifest.input_path,
+                                                      self.plan.config.end_of_input,
+                                                      self.frozen is not None))
+
+    def files(self, input_id: int) -> list[str]:
+        """The manifest's files of one input (up to the frozen length under AvailableNow)."""
+        admitted = self.manifests[input_id].admitted
+        return admitted if self.frozen is None else admitted[: self.frozen[input_id]]
+
+    # -- one batch ---------------------------------------------------------------------------
+
+    def next_offset(self, offset: Offset, budget: int | None) -> Offset:
+        """The offset after the next batch: at most ``budget`` rows (None: all listed)."""
+        c = self.plan.config
+        # Durable before the offset that refers to the files is returned (and logged by Spark).
+        self.sync(c.late_files, admit_new=self.frozen is None)
+        self.report_empty()
+        files = [self.files(j) for j in range(c.n_inputs)]
+        for manifest, names, cursor in zip(self.manifests, files, offset.cursors, strict=True):
+            if not cursor.finished:  # admitted files must not change from the cursor on
+                manifest.check_unchanged(files_from(names, cursor.file))
+        finish = c.end_of_input == "exhausted" or (
+            c.end_of_input == "availableNow" and self.frozen is not None)
+        cursors = admit(self.plan, offset.cursors, files, budget, finish, self._ts_cache)
+        if c.idle_timeout_ms is not None:
+            cursors = mark_idle(offset.cursors, cursors, self._quiet_since, self.clock(),
+                                c.idle_timeout_ms)
+        for j, stream in enumerate(self.plan.streams):
+            warn_ignored_files(stream, files[j], cursors[j])
+        return Offset(cursors)
+
+    def batch_files(self, first: Offset, last: Offset) -> tuple[tuple[tuple[str, ...], ...], int]:
+        """Each input's files between the offsets, and the late files skipped so far."""
+        for manifest, cursor in zip(self.manifests, last.cursors, strict=True):
+            if cursor.file is not None and not manifest.entries:  # state from before manifests
+                manifest.sync(list_files(manifest.input_path), "defer")
+        files = tuple(files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
+                      for j, m in enumerate(self.manifests))
+        for manifest, batch_files in zip(self.manifests, files, strict=True):
+            manifest.check_unchanged(batch_files)
+        return files, sum(m.skipped_count for m in self.manifests)
+
+    def committed(self, version: str) -> None:
+        """Housekeeping after the batch ending at ``version`` committed (module docstring)."""
+        location = self.plan.config.state_location
+        self.manifests  # noqa: B018 - holds the lock
+        deleted = FileStateStore(location, cache=None).prune(version, KEEP_OLDER_VERSIONS)
+        split.prune(location, version)
+        assignments.prune(location, version)
+        log.debug("commit %s: pruned %d old state versions", version, deleted)
+        try:
+            merged = batch_metrics.merge_batch(location, version)
+            batch_metrics.prune(location, version)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot merge the metrics of version %s under %s: %s; the query goes "
+                        "on, the report lacks this batch", version,
+                        batch_metrics.metrics_dir(location), exc)
+            return
+        if merged is not None:
+            log.info("ordered-agg batch %s: %s", merged["batch_id"],
+                     json.dumps(merged, sort_keys=True))
+
+    def close(self) -> None:
+        """Drop the rows of batches this process planned; release the lock."""
+        if self._manifests is not None:
+            split.prune(self.plan.config.state_location, None)
+        self.lock.release()
+

@@ -6,7 +6,7 @@ calling :func:`spark_stream_sched.spark.register`.
 
 from __future__ import annotations
 
-from spark_stream_sched.spark.source import OrderedAggDataSource
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
 
 DefaultSource = OrderedAggDataSource
 

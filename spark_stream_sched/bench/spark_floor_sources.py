@@ -168,7 +168,8 @@ def precompute_results(options: dict[str, str], results: str) -> tuple[int, int]
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+    from spark_stream_sched.spark.datasource import OrderedAggDataSource
+    from spark_stream_sched.spark.source import OrderedAggStreamReader
 
     source = OrderedAggDataSource(options)
     reader = source.streamReader(source.schema())

@@ -44,6 +44,7 @@ from spark_stream_sched.inputs import (
 from spark_stream_sched.inputs.snapshot import SNAPSHOT_HINT
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.merge import SMerge
+from spark_stream_sched.runtime.names import one_name, split_list, split_names
 from spark_stream_sched.runtime.packets import (
     INPUT_COL,
     SEQ_COL,
@@ -53,7 +54,6 @@ from spark_stream_sched.runtime.packets import (
     row_bytes,
 )
 from spark_stream_sched.runtime.query import OrderedAggregation, QuerySpec
-from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
 
 T = TypeVar("T")
 

@@ -37,7 +37,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, InputError
-from spark_stream_sched.runtime.query.names import did_you_mean
+from spark_stream_sched.runtime.names import did_you_mean
 
 #: ``(path, schema or None) -> table``: one whole file, values parsed as ``schema``'s types.
 Reader = Callable[[str, Any], Any]

@@ -40,8 +40,8 @@ from typing import Any, TypeVar
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import FORMAT_NAMES
 from spark_stream_sched.runtime.durations import parse_duration
+from spark_stream_sched.runtime.names import did_you_mean, one_name, split_list, split_names
 from spark_stream_sched.runtime.query import QuerySpec
-from spark_stream_sched.runtime.query.names import did_you_mean, one_name, split_list, split_names
 from spark_stream_sched.runtime.query.spec import DEFAULT_PARTITION_GROUPS
 
 T = TypeVar("T")

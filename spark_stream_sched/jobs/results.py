@@ -9,18 +9,36 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:
-    from spark_stream_sched.jobs.runner import JobResult
-
 WINDOW_COLUMNS = ("window_start", "window_end", "session_start", "session_end")
+
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a job did: engine, rows read and written, micro-batches, wall time, results."""
+
+    engine: str
+    n_inputs: int
+    rows_in: int
+    rows_out: int
+    batches: int
+    seconds: float
+    output: str
+    results: pa.Table
+    startup_seconds: float = 0.0
+
+    @property
+    def rows_per_second(self) -> float:
+        """Input rows per second of wall time (0 for an empty or instant run)."""
+        return self.rows_in / self.seconds if self.seconds > 0 else 0.0
 
 
 def count_input_rows(dirs: Sequence[Path], fmt: str) -> int:

@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, SparkStreamSchedError
 from spark_stream_sched.jobs.config import JobConfig
-from spark_stream_sched.jobs.results import count_input_rows, read_output
+from spark_stream_sched.jobs.results import JobResult, count_input_rows, read_output
 from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.spark import embedded
 
@@ -39,26 +38,6 @@ INPUT_ID_COLUMN = "input_id"
 #: Position of a row in its input (file name + row index), added for Parquet inputs so the sink
 #: orders equal timestamps of one input by file order, exactly like the source.
 SEQUENCE_COLUMN = "input_position"
-
-
-@dataclass(frozen=True)
-class JobResult:
-    """What a job did: engine, rows read and written, micro-batches, wall time, results."""
-
-    engine: str
-    n_inputs: int
-    rows_in: int
-    rows_out: int
-    batches: int
-    seconds: float
-    output: str
-    results: pa.Table
-    startup_seconds: float = 0.0
-
-    @property
-    def rows_per_second(self) -> float:
-        """Input rows per second of wall time (0 for an empty or instant run)."""
-        return self.rows_in / self.seconds if self.seconds > 0 else 0.0
 
 
 # -- inputs ------------------------------------------------------------------------------------

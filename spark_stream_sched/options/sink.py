@@ -14,8 +14,8 @@ import pyarrow as pa
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.options.source import int_option, parse_duration
 from spark_stream_sched.runtime.engine.sink_config import SinkConfig
+from spark_stream_sched.runtime.names import normalise_options, one_name, query_required
 from spark_stream_sched.runtime.query import spec_from_options
-from spark_stream_sched.runtime.query.names import normalise_options, one_name, query_required
 
 #: Canonical sink option names; Spark passes them lower-cased.
 SINK_OPTION_NAMES: tuple[str, ...] = (

@@ -137,7 +137,7 @@ from spark_stream_sched.runtime.distribution.manager import (
     adaptation_from_options,
 )
 from spark_stream_sched.runtime.durations import parse_duration as runtime_duration
-from spark_stream_sched.runtime.query.names import (
+from spark_stream_sched.runtime.names import (
     did_you_mean,
     normalise_options,
     query_required,

@@ -62,12 +62,12 @@ def register(spark: SparkSession) -> None:
     The one registration function. With the package installed, pyspark registers
     ``DefaultSource`` of the top-level module ``pyspark_ordered_agg`` by itself, and this does
     nothing (registering again makes Spark warn that a static registration was replaced);
-    otherwise it registers :class:`~spark_stream_sched.spark.source.OrderedAggDataSource`.
+    otherwise it registers :class:`~spark_stream_sched.spark.datasource.OrderedAggDataSource`.
     """
     import importlib.util
 
     if importlib.util.find_spec("pyspark_ordered_agg") is not None:
         return
-    from spark_stream_sched.spark.source import OrderedAggDataSource
+    from spark_stream_sched.spark.datasource import OrderedAggDataSource
 
     spark.dataSource.register(OrderedAggDataSource)

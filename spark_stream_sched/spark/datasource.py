@@ -1,7 +1,7 @@
 """``format("ordered-agg")``: the registered data source (schema, readers, the sink's writer).
 
-Split out of :mod:`.source` (which re-exports it): the stream reader lives there, the batch
-reader in :mod:`.batch`, the sink in :mod:`.sink`.
+The stream reader lives in :mod:`.source`, the batch reader in :mod:`.batch`, the sink in
+:mod:`.sink`; each is imported when Spark asks for it.
 """
 
 from __future__ import annotations

@@ -75,7 +75,6 @@ from spark_stream_sched.inputs.plan import (
     AVAILABLE_NOW_MAX_RECORDS,
     OUTPUT_BATCH_ROWS,
     SourcePlan,
-    empty_input_message,
     rows_between,
 )
 from spark_stream_sched.runtime.distribution.loads import can_spill
@@ -84,13 +83,12 @@ from spark_stream_sched.runtime.engine.batch import query_hold
 from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.store import BatchStore
-from spark_stream_sched.spark.datasource import OrderedAggDataSource
 from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OrderedAggDataSource", "OrderedAggStreamReader", "empty_input_message"]
+__all__ = ["OrderedAggStreamReader"]
 
 
 class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -18,7 +18,7 @@ import pytest
 from spark_stream_sched.data.bursty import bursty_counts
 from spark_stream_sched.errors import ConfigError, InputError
 from spark_stream_sched.runtime.executor import Engine, WorkerPool
-from spark_stream_sched.runtime.executor.feed import run_stepped
+from spark_stream_sched.runtime.executor.stepped import run_stepped
 from spark_stream_sched.runtime.plan import OperatorDef, OperatorKind, QueryPlan
 from spark_stream_sched.runtime.scheduler import strategy_names
 from tests.executor.oracle import sequential

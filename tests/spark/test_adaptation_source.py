@@ -24,7 +24,8 @@ from spark_stream_sched.runtime.distribution import assignments
 from spark_stream_sched.runtime.distribution.groups import group_of_rows
 from spark_stream_sched.runtime.query import spec_from_options
 from spark_stream_sched.runtime.state import batch_metrics
-from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
+from spark_stream_sched.spark.source import OrderedAggStreamReader
 from spark_stream_sched.spark.source_plan import GroupRangePartition
 from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 

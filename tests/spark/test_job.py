@@ -151,8 +151,7 @@ def test_sigkill_after_first_batch_then_restart_is_exactly_once(tmp_path: Path) 
 
 
 def test_a_run_with_nothing_new_says_so_instead_of_a_rate() -> None:
-    from spark_stream_sched.jobs.results import format_summary
-    from spark_stream_sched.jobs.runner import JobResult
+    from spark_stream_sched.jobs.results import JobResult, format_summary
 
     rerun = JobResult("source", 8, 100_000, 43_000, 0, 2.5, "out", pa.table({}), 4.0)
     text = format_summary(rerun)

@@ -19,7 +19,8 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from spark_stream_sched.errors import InputError
 from spark_stream_sched.inputs.manifest import manifest_path, read_manifest
 from spark_stream_sched.inputs.offsets import parse_offset
-from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
+from spark_stream_sched.spark.source import OrderedAggStreamReader
 
 from .helpers import output_key, source_options, write_inputs
 

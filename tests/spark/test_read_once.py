@@ -24,7 +24,8 @@ from spark_stream_sched.inputs.offsets import parse_offset, version_id
 from spark_stream_sched.inputs.plan import AVAILABLE_NOW_MAX_RECORDS, SourcePlan, rows_between
 from spark_stream_sched.options.source import DEFAULT_MAX_RECORDS_PER_TRIGGER
 from spark_stream_sched.runtime.distribution.groups import group_of_rows
-from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
+from spark_stream_sched.spark.source import OrderedAggStreamReader
 from spark_stream_sched.spark.source_plan import GroupRangePartition
 
 from .helpers import (

@@ -15,7 +15,7 @@ from pkgutil import iter_modules
 
 from pyspark.sql.datasource import DataSource
 
-from spark_stream_sched.spark.source import OrderedAggDataSource
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
 
 LOOKUP = """
 from importlib import import_module

@@ -17,7 +17,8 @@ from spark_stream_sched import inputs
 from spark_stream_sched.errors import ConfigError, InputError
 from spark_stream_sched.inputs import Cursor, InputStream
 from spark_stream_sched.options.source import parse_options
-from spark_stream_sched.spark.source import OrderedAggDataSource, OrderedAggStreamReader
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
+from spark_stream_sched.spark.source import OrderedAggStreamReader
 
 from .helpers import run_available_now, source_options, start_query, write_inputs
 

@@ -49,7 +49,7 @@ from spark_stream_sched.runtime.distribution.policy import (
     plan_adaptation,
 )
 from spark_stream_sched.runtime.durations import parse_bytes
-from spark_stream_sched.runtime.query.names import did_you_mean
+from spark_stream_sched.runtime.names import did_you_mean
 from spark_stream_sched.runtime.state import batch_metrics
 
 log = logging.getLogger(__name__)

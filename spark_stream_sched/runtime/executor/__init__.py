@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
+from spark_stream_sched.runtime.executor.build import build_operator
 from spark_stream_sched.runtime.executor.engine import Engine, ExecutionResult, make_strategy
-from spark_stream_sched.runtime.executor.operators import RuntimeOperator, build_operator
+from spark_stream_sched.runtime.executor.operators import RuntimeOperator
 from spark_stream_sched.runtime.executor.queues import Packet, PacketQueue
 from spark_stream_sched.runtime.executor.tasks import PickRule, Request, Task, TaskKind, TaskQueues
 from spark_stream_sched.runtime.executor.workers import WorkerContext, WorkerPool

@@ -18,7 +18,7 @@ Incremental input: any other iterable of tables (e.g. a generator reading files)
 queues hold fewer than ``read_ahead`` untaken packets, so the strategy, not the reader, decides
 what stays queued (seed 000 §3.1: each arriving packet creates a task). ``run(...,
 read_ahead=n)`` feeds tables and lists that way too; without it they are enqueued at once.
-:func:`.feed.run_stepped` runs the same plan single-threaded on a logical clock (deterministic).
+:func:`.stepped.run_stepped` runs the same plan single-threaded on a logical clock (deterministic).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import Any
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.executor.build import build_operator
 from spark_stream_sched.runtime.executor.feed import DEFAULT_READ_AHEAD, feed_incrementally
-from spark_stream_sched.runtime.executor.operators import RuntimeOperator, build_operator
+from spark_stream_sched.runtime.executor.operators import RuntimeOperator
 from spark_stream_sched.runtime.executor.queues import Packet
 from spark_stream_sched.runtime.executor.runner import PlanRun, publish
 from spark_stream_sched.runtime.executor.sink import Sink

@@ -1,7 +1,7 @@
 """Runtime implementations of plan operators on Arrow packets (stateless ones here).
 
-:func:`build_operator` turns an :class:`~spark_stream_sched.runtime.plan.OperatorDef` into a
-:class:`RuntimeOperator` for a known input schema. ``params`` of each kind:
+:func:`~.build.build_operator` turns a :class:`~spark_stream_sched.runtime.plan.OperatorDef` into
+a :class:`RuntimeOperator` for a known input schema. ``params`` of each kind:
 
 =====================  =====================================================================
 ``select``/``filter``  ``predicate``: text of the safe predicate language (``runtime/expr``)
@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.plan.operators import OperatorDef, OperatorKind
+from spark_stream_sched.runtime.plan.operators import OperatorDef
 from spark_stream_sched.runtime.predicate import Predicate
 
 #: pyarrow.compute functions a declarative ``map`` may call (element-wise, deterministic).
@@ -166,31 +166,3 @@ def _assign(table: pa.Table, column: str, values: Any) -> pa.Table:
     if column in table.column_names:
         return table.set_column(table.column_names.index(column), column, values)
     return table.append_column(column, values)
-
-
-def build_operator(
-    definition: OperatorDef, input_schema: pa.Schema, ts_column: str = "ts"
-) -> RuntimeOperator:
-    """Create the runtime operator of ``definition`` for packets of ``input_schema``.
-
-    Raises
-    ------
-    ConfigError
-        Unsupported kind (``join``, ``sink``), missing or bad parameters.
-    """
-    from spark_stream_sched.runtime.executor.stateful import KeyedOperator, WindowOperator
-
-    kind = definition.kind
-    if kind in (OperatorKind.SELECT, OperatorKind.FILTER):
-        return FilterOperator(definition, input_schema)
-    if kind is OperatorKind.PROJECT:
-        return ProjectOperator(definition, input_schema)
-    if kind is OperatorKind.MAP:
-        return MapOperator(definition, input_schema)
-    if kind is OperatorKind.WINDOW_AGGREGATE:
-        return WindowOperator(definition, input_schema, ts_column)
-    if kind is OperatorKind.KEYED:
-        return KeyedOperator(definition, input_schema)
-    raise ConfigError(f"operator {definition.op_id!r}: the executor cannot run kind "
-                      f"{kind.value!r} yet; use select, filter, project, map, "
-                      f"window_aggregate or keyed")

@@ -69,7 +69,7 @@ def parse_stage(text: str) -> StageSpec:
         Malformed text or an operator name that is not registered, with a suggestion.
     """
     from spark_stream_sched.runtime.keyed.base import operator_names
-    from spark_stream_sched.runtime.query.names import did_you_mean
+    from spark_stream_sched.runtime.names import did_you_mean
 
     match = _STAGE.match(text)
     if match is None:

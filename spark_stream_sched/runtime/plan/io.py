@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.names import did_you_mean
 from spark_stream_sched.runtime.plan.dag import QueryPlan
 from spark_stream_sched.runtime.plan.operators import OperatorDef, OperatorKind
-from spark_stream_sched.runtime.query.names import did_you_mean
 
 _TOP_KEYS = ("name", "description", "operators")
 _OP_KEYS = (

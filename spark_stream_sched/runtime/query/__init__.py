@@ -1,10 +1,12 @@
 """The query: its definition (:class:`QuerySpec`) and the logic it builds.
 
 * :mod:`.spec`     -- :class:`QuerySpec`, the frozen, validated definition; fingerprint; build
-* :mod:`.names`    -- option-name normaliser with suggestions, list splitters (every surface)
-* :mod:`.ordered`  -- :class:`OrderedAggregation`: S-Merge -> [filter] -> windows (seed 004 §3)
-* :mod:`.batch`    -- :class:`GroupedBatch`: one micro-batch over partition groups (seed 003)
+* :mod:`.ordered`  -- :class:`OrderedAggregation`: S-Merge -> [filter] -> windows (Gulisano et
+                      al., *Efficient data streaming multiway aggregation*, §3)
 * :mod:`.recorded` -- the definition recorded in a state location; refusing a changed one
+
+A micro-batch over partition groups runs in :mod:`spark_stream_sched.runtime.engine`; option
+names and suggestions are :mod:`spark_stream_sched.runtime.names`.
 """
 
 from __future__ import annotations

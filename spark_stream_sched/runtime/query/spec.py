@@ -10,7 +10,7 @@ Building a spec runs nothing (STYLE.md "Definition is separate from execution");
 Thin parsers build specs from Spark source and sink options (:func:`spec_from_options`), the
 ``[query]`` table of a TOML job config and CLI flags; all of them share
 :func:`~spark_stream_sched.runtime.durations.parse_duration` and the helpers of
-:mod:`~spark_stream_sched.runtime.query.names`, so the same query written on any surface gives
+:mod:`~spark_stream_sched.runtime.names`, so the same query written on any surface gives
 an equal spec with the same :meth:`~QuerySpec.fingerprint`. The fingerprint is recorded in the
 state location at first start (:mod:`~spark_stream_sched.runtime.query.recorded`); a restart
 with a changed definition is refused by :meth:`~QuerySpec.changes_from`, naming the option as
@@ -35,7 +35,7 @@ from spark_stream_sched.runtime.keyed.base import operator_class
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline, parse_stages
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.merge import OUT_OF_ORDER_POLICIES, check_policy
-from spark_stream_sched.runtime.query.names import one_name, split_list, split_names
+from spark_stream_sched.runtime.names import one_name, split_list, split_names
 from spark_stream_sched.runtime.query.ordered import GroupOperator, OrderedAggregation
 from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.runtime.window.spec import WindowSpec

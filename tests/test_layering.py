@@ -68,3 +68,58 @@ def test_only_the_adapter_and_the_bootstrap_import_pyspark() -> None:
         if any(m.split(".")[0] == "pyspark" for m in imported_modules(path)):
             offenders.append(relative)
     assert offenders == []
+
+
+ADAPTER = RUNTIME.parent / "spark"
+#: What only the engine does: releasing rows, ordering results, laying out state on disk.
+ENGINE_ONLY = {"release_ready", "total_order", "sort_indices", "sort_by", "lexsort", "argsort",
+               "atomic_write", "atomic_writer", "write_snapshot", "encode_group", "split_by_group",
+               "in_output_order", "new_file", "write_table", "prune"}
+
+
+def names_used(path: pathlib.Path) -> set[str]:
+    """Every name and attribute a module mentions (calls, imports, references)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_the_adapter_releases_orders_and_stores_nothing_itself() -> None:
+    """Per-group release, result order and state layout live in the engine, not in spark/."""
+    found = {f.name: sorted(names_used(f) & ENGINE_ONLY) for f in sorted(ADAPTER.glob("*.py"))}
+    assert {name: used for name, used in found.items() if used} == {}
+
+
+def test_every_door_runs_the_engines_one_batch_entry() -> None:
+    """The source's read(), the batch read, the sink's steps and ordered()'s processor."""
+    doors = {ADAPTER / "source.py": "batch", ADAPTER / "batch.py": "batch",
+             ADAPTER / "transform_processor.py": "GroupedBatch",
+             RUNTIME / "engine" / "sink_batch.py": "GroupedBatch",
+             RUNTIME.parent / "inputs" / "plan.py": "GroupedBatch"}
+    assert {str(p): name in names_used(p) for p, name in doors.items()} == {
+        str(p): True for p in doors}
+    sink = names_used(RUNTIME / "engine" / "sink_commit_step.py")
+    assert "sink_batch" in sink  # the commit's catch-up runs the same entry
+
+
+def test_every_adapter_module_talks_to_spark_and_the_adapter_stays_small() -> None:
+    files = sorted(ADAPTER.glob("*.py"))
+    silent = [f.name for f in files if f.name != "__init__.py"
+              and not any(m.split(".")[0] == "pyspark" for m in imported_modules(f))]
+    assert silent == []
+    lines = sum(len(f.read_text().splitlines()) for f in files)
+    assert lines <= 2000, f"spark/ has {lines} lines: engine or state code in the adapter?"
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """Modules (and the packages whose __init__ an import runs) form no cycle."""
+    from tests.import_graph import import_cycles
+
+    assert import_cycles(RUNTIME.parent) == []

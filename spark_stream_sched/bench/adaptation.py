@@ -36,18 +36,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.bench.adaptation_data import Workload, generate, oracle_ids, same, uniform
+from spark_stream_sched.bench.adaptation_data import (
+    PAPER_FIG11,
+    TITLES,
+    Results,
+    Workload,
+    generate,
+    oracle_ids,
+    same,
+    uniform,
+)
 from spark_stream_sched.bench.adaptation_run import ClusterConfig, Run, run_cluster, run_disk
 from spark_stream_sched.bench.common import format_table, progress
 from spark_stream_sched.errors import ConfigError
 
-Results = list[dict[str, Any]]
 DEFAULT_PLOT_DIR = "docs/img"
 FIGURES = ("fig9", "fig11", "fig16", "fig21")
 #: Seed 003 §4.4, fig. 11: clean-up of 30%-Low-OutputRate vs 30%-High-OutputRate.
-PAPER_FIG11 = {"low_tuples": 194_308, "low_ms": 26_879, "high_tuples": 992_893,
-               "high_ms": 359_396}
-
 
 @dataclass(frozen=True)
 class Sizes:
@@ -252,11 +257,6 @@ _MOVES = [("adaptations", "adaptations"), ("moves", "groups moved"), ("moved_mb"
           ("move_s", "move s"), ("balance", "mean M_l/M_m")]
 COLUMNS = {"fig9": _COMMON + _DISK + _CHECKS, "fig11": _COMMON + _DISK + _CHECKS,
            "fig16": _COMMON + _MOVES + _CHECKS, "fig21": _COMMON + _DISK + _MOVES + _CHECKS}
-TITLES = {
-    "fig9": "fig 9: push 10-90% of memory (random groups) when over budget vs no push",
-    "fig11": "fig 11: push 30% least (Low-OutputRate) vs most (High-OutputRate) productive",
-    "fig16": "fig 16: two tasks, alternating 10x load, without / with distributed adaptation",
-    "fig21": "fig 21: three tasks, task 0 join ratio 4: lazy-disk vs active-disk"}
 
 
 def fig11_comparison(rows: Results) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,21 @@ from spark_stream_sched.testing.join_reference import reference_join
 SCHEMA = pa.schema([("ts", pa.int64()), (INPUT_COL, pa.int32()), (SEQ_COL, pa.int64()),
                     ("k", pa.int64()), ("row", pa.int64())])
 KEYS = ["k"]
+
+
+#: What ``bench adaptation`` returns: one dict per measured point.
+Results = list[dict[str, Any]]
+
+#: Liu & Rundensteiner's fig. 11 (tuples and ms of the low- and high-rate pushes).
+PAPER_FIG11 = {"low_tuples": 194_308, "low_ms": 26_879, "high_tuples": 992_893,
+               "high_ms": 359_396}
+
+#: The figure each case reproduces.
+TITLES = {
+    "fig9": "fig 9: push 10-90% of memory (random groups) when over budget vs no push",
+    "fig11": "fig 11: push 30% least (Low-OutputRate) vs most (High-OutputRate) productive",
+    "fig16": "fig 16: two tasks, alternating 10x load, without / with distributed adaptation",
+    "fig21": "fig 21: three tasks, task 0 join ratio 4: lazy-disk vs active-disk"}
 
 
 @dataclass(frozen=True)

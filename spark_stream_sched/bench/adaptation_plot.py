@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from spark_stream_sched.bench.adaptation import PAPER_FIG11, TITLES, Results
+from spark_stream_sched.bench.adaptation_data import PAPER_FIG11, TITLES, Results
 from spark_stream_sched.bench.common import bench_extra
 
 

@@ -55,6 +55,9 @@ from spark_stream_sched.bench.spark_floor import (
 logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]
+#: Every engine, in the order of the tables.
+ENGINES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
+           "ordered-agg-sink-unpartitioned", *FLOORS)
 #: ``(engine, workload, output directory, files per input per batch, floor) -> record``.
 RunEngine = Callable[[str, Workload, Path, int, Floor | None], Record]
 

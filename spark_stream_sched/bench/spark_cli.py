@@ -1,22 +1,17 @@
 """``bench spark``'s command line: flags, the ``Bench`` entry and ``python -m``.
 
-The queries and the benchmark itself are in :mod:`.spark_native` (imported when a run starts,
-so ``--help`` and bad flags answer without loading Spark).
+The queries are in :mod:`.spark_native`, the cases in :mod:`.spark_bench` (imported when a run
+starts, so ``--help`` and bad flags answer without loading Spark).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
-from typing import Any
 
-from spark_stream_sched.bench.spark_floor import FLOORS
+from spark_stream_sched.bench.spark_cases import ENGINES, Record
 from spark_stream_sched.errors import ConfigError
-
-Record = dict[str, Any]
-#: Every engine, in the order of the tables.
-ENGINES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
-           "ordered-agg-sink-unpartitioned", *FLOORS)
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +48,7 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
         raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINES)}")
     cores = [n for n in _ints("--cores", getattr(args, "cores", "1,2"), None) if n]
     quick = getattr(args, "quick", False)
-    from spark_stream_sched.bench.spark_native import run
+    from spark_stream_sched.bench.spark_bench import run
 
     return run(rows=args.rows or (20_000 if quick else 2_000_000), n_inputs=args.inputs,
                keys=args.keys, size=args.window, slide=args.slide, watermark=args.watermark,
@@ -98,7 +93,7 @@ BENCH = ("Spark native vs the ordered-agg source, ordered() and the sink, with f
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spark_stream_sched.bench.spark_native [--rows N] [--json [FILE]]``."""
+    """``python -m spark_stream_sched.bench.spark_cli [--rows N] [--json [FILE]]``."""
     import logging
 
     from spark_stream_sched.bench.common import write_json
@@ -119,3 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json != "-":
         print(_format(results))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

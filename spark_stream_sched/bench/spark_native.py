@@ -25,27 +25,19 @@ Each engine runs ``runs`` times with batching A and once with batching B (:mod:`
 the transformation, the sink and the python floor also run on ``local[1]`` and ``local[2]``
 in processes of their own (:mod:`.spark_scaling`); the CPU time of Spark's processes is
 sampled by role (:mod:`.spark_cpu`). This module holds the queries (the only ``bench`` module
-that imports pyspark); the command line is in :mod:`.spark_cli`: ``spark-stream-sched bench
-spark`` or ``python -m spark_stream_sched.bench.spark_native``.
+that imports pyspark); the cases are run by :mod:`.spark_bench`, the command line is
+:mod:`.spark_cli`: ``spark-stream-sched bench spark`` or ``python -m
+spark_stream_sched.bench.spark_cli``.
 """
 
 from __future__ import annotations
 
-import functools
-import shutil
-import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from spark_stream_sched.bench.spark_cli import (  # BENCH, main: for commands/bench.py
-    BENCH,
-    ENGINES,
-    main,
-)
 from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark/test_job.py
     AGGREGATES,
     END_COLUMN,
@@ -63,8 +55,7 @@ from spark_stream_sched.bench.spark_floor import (
 )
 from spark_stream_sched.errors import ConfigError
 
-__all__ = ["BENCH", "ENGINES", "LONG_ENGINES", "main", "reference_windows", "run",
-           "run_engine", "true_windows"]
+__all__ = ["LONG_ENGINES", "reference_windows", "run_engine", "true_windows"]
 
 #: Engines of the long-stream case (native would take minutes per run there). It runs the
 #: source with its own batch sizing, which the file streams of the input floors cannot follow.
@@ -268,56 +259,3 @@ def run_input_floor(spark: Any, work: Workload, out: Path, files: int, python: b
                                   .option("checkpointLocation", str(out / "ck")))
     # what Spark read: a floor that read less than every row would not be a floor
     return {"seconds": seconds, "rows_read": _rows_read(query)}
-
-
-# -- the benchmark -----------------------------------------------------------------------------
-
-
-def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = "30 seconds",
-        slide: str = "3 seconds", watermark: str = "10 seconds", runs: int = 3,
-        batchings: tuple[int, int] = (4, 1), seed: int = 0, workdir: str | None = None,
-        master: str = "local[*]", show_progress: bool = True,
-        engines: Sequence[str] = ENGINES, long_rows: int = 0,
-        cores: Sequence[int] = (1, 2), warmup: int = 1) -> list[Record]:
-    """Run the main case, the long case (``long_rows`` > 0) and the cores case (``cores``).
-
-    ``batchings`` are files per input per micro-batch (A, B); the source gets as many rows as
-    ``maxRecordsPerTrigger``, the floors replay its batching-A micro-batches. The long case runs
-    :data:`LONG_ENGINES` with the source's default ``Trigger.AvailableNow`` sizing. Every case
-    starts with ``warmup`` untimed rounds.
-    """
-    from spark_stream_sched.bench.common import progress
-    from spark_stream_sched.bench.spark_cases import Case, prepare, run_case
-    from spark_stream_sched.bench.spark_scaling import SCALING_ENGINES, run_scaling
-    from spark_stream_sched.spark import embedded
-
-    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sss-bench-spark-"))
-    main_case = Case("main", root / "main", tuple(engines), runs, batchings, warmup)
-    long_case = Case("long", root / "long", tuple(e for e in LONG_ENGINES if e in engines),
-                     runs, None, warmup)
-    scaled = [e for e in SCALING_ENGINES if e in engines]
-    total = (len(main_case.plan()) + (len(long_case.plan()) if long_rows else 0)
-             + len(cores) * len(scaled) * (warmup + runs))
-    try:
-        spark = embedded.get_spark(master=master)
-        engine = functools.partial(run_engine, spark)
-        with progress(total, "bench spark", show_progress) as bar:
-            work, truth, oracle = prepare(main_case, rows, n_inputs, keys, seed, size, slide,
-                                          watermark)
-            results = run_case(main_case, work, truth, oracle, engine, bar)
-            if long_rows and long_case.engines:
-                long_work, long_truth, long_oracle = prepare(
-                    long_case, long_rows, n_inputs, keys, seed, size, slide, watermark)
-                results += run_case(long_case, long_work, long_truth, long_oracle, engine,
-                                    bar)
-            if cores and scaled:
-                results += run_scaling(root / "cores", work, truth, scaled, cores, runs,
-                                       batchings[0], bar, warmup)
-        return results
-    finally:
-        if workdir is None:
-            shutil.rmtree(root, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,7 +31,7 @@ from typing import Any
 from spark_stream_sched.bench import adaptation as adaptation_bench
 from spark_stream_sched.bench import join_alone as join_bench
 from spark_stream_sched.bench import keyed as keyed_bench
-from spark_stream_sched.bench import spark_native
+from spark_stream_sched.bench import spark_cli
 from spark_stream_sched.bench import strategies as strategies_bench
 from spark_stream_sched.errors import ConfigError
 
@@ -154,7 +154,7 @@ BENCHES: dict[str, Bench] = {
     "window": Bench("seed 004 Table 2 queries: runtime vs the MQ baseline",
                     _add_window_args, _run_window, _format_window),
     "strategies": strategies_bench.register(Bench),
-    "spark": Bench(*spark_native.BENCH),
+    "spark": Bench(*spark_cli.BENCH),
     # keyed: its run also appends bench.keyed_sessions.run_sessions_bench rows when present
     "keyed": keyed_bench.register(Bench),
     "adaptation": adaptation_bench.register(Bench),

@@ -31,63 +31,44 @@ SMART_GRID_COLUMNS = ("ts", "meter", "value", "kind", "dc")
 _DAY_MS = 86_400_000
 
 
-def smart_grid_streams(
-    n_inputs: int = 8,
-    n_meters: int = 243,
-    *,
-    rows: int | None = None,
-    duration_ms: int | None = None,
-    reading_interval_ms: int = 1_000,
-    tick_ms: int = 100,
-    paths_per_meter: int = 2,
-    alarm_rate: float = 0.001,
-    null_rate: float = 0.0,
-    string_meter_ids: bool = False,
-    start_ts: int = SMART_GRID_START_TS,
-    seed: int = 0,
-) -> list[pa.Table]:
+def smart_grid_streams(n_inputs: int = 8, n_meters: int = 243, *, rows: int | None = None,
+                       duration_ms: int | None = None, reading_interval_ms: int = 1_000,
+                       tick_ms: int = 100, paths_per_meter: int = 2, alarm_rate: float = 0.001,
+                       null_rate: float = 0.0, string_meter_ids: bool = False,
+                       start_ts: int = SMART_GRID_START_TS, seed: int = 0) -> list[pa.Table]:
     """Generate smart-meter readings as one table per data concentrator.
 
     Parameters
     ----------
-    n_inputs : int
-        Number of data concentrators, i.e. input streams (>= 1).
-    n_meters : int
-        Number of smart meters (>= 1).
-    rows : int, optional
-        Total number of messages over all streams. Mutually exclusive with ``duration_ms``;
-        when neither is given, 100,000 rows are generated.
-    duration_ms : int, optional
-        Generate every reading with ``start_ts <= ts < start_ts + duration_ms``.
-    reading_interval_ms : int
-        Period of each meter's readings; each meter has a random phase and jitter within it.
-    tick_ms : int
-        Timestamps are floored to a multiple of this (clock resolution); creates ties.
+    n_inputs, n_meters : int
+        Data concentrators (input streams) and smart meters (both >= 1).
+    rows, duration_ms : int, optional
+        Total messages over all streams, or every reading with ``start_ts <= ts < start_ts +
+        duration_ms`` (not both; neither: 100,000 rows).
+    reading_interval_ms, tick_ms : int
+        Period of each meter's readings (random phase and jitter within it); timestamps are
+        floored to a multiple of ``tick_ms`` (clock resolution: ties).
     paths_per_meter : int
-        Number of concentrators a meter's messages may go through (capped at ``n_inputs``).
-    alarm_rate : float
-        Fraction of messages that are outage alarms (``kind == 'alarm'``, ``value == 0.0``).
-    null_rate : float
-        Fraction of readings whose ``value`` is null (a lost measurement).
+        Concentrators a meter's messages may go through (capped at ``n_inputs``).
+    alarm_rate, null_rate : float
+        Fractions of outage alarms (``kind == 'alarm'``, ``value == 0.0``) and of readings with
+        a null ``value`` (a lost measurement).
     string_meter_ids : bool
-        Use ids such as ``'SM-00042'`` instead of int64 meter numbers.
-    start_ts : int
-        Event time of the first reading period, in ms since the epoch.
-    seed : int
-        Seed of ``numpy.random.default_rng``.
+        Ids such as ``'SM-00042'`` instead of int64 meter numbers.
+    start_ts, seed : int
+        Event time of the first reading period (ms since the epoch); ``default_rng`` seed.
 
     Returns
     -------
     list of pyarrow.Table
-        ``n_inputs`` tables with columns ``ts`` (int64 ms), ``meter`` (int64 or string),
-        ``value`` (float64, nullable), ``kind`` (string) and ``dc`` (int32, the concentrator id
-        equal to the list index). Each table is sorted by ``ts``; the row counts sum to
-        ``rows`` when given. A concentrator may receive no rows when ``n_meters < n_inputs``.
+        ``n_inputs`` tables sorted by ``ts`` with ``ts`` (int64 ms), ``meter`` (int64 or
+        string), ``value`` (float64, nullable), ``kind`` (string), ``dc`` (int32, the list
+        index); row counts sum to ``rows`` when given (a concentrator may receive none).
 
     Raises
     ------
     ConfigError
-        If a parameter is out of range or both ``rows`` and ``duration_ms`` are given.
+        A parameter out of range, or both ``rows`` and ``duration_ms``.
     """
     _validate(n_inputs, n_meters, rows, duration_ms, reading_interval_ms, tick_ms,
               paths_per_meter, alarm_rate, null_rate)
@@ -98,18 +79,24 @@ def smart_grid_streams(
     if duration_ms is not None:
         keep = ts < start_ts + duration_ms
         ts, meter = ts[keep], meter[keep]
-        total = len(ts)
     value, is_alarm, is_null = _values(rng, ts, meter, n_meters, alarm_rate, null_rate)
     dc = _route(rng, meter, n_meters, n_inputs, paths_per_meter)
-    order = np.lexsort((np.arange(total), ts, dc))
-    columns = {
-        "ts": pa.array(ts[order]),
-        "meter": _meter_ids(meter[order], n_meters, string_meter_ids),
-        "value": pa.array(value[order], mask=is_null[order]),
-        "kind": pa.array(["reading", "alarm"]).take(pa.array(is_alarm[order].astype(np.int8))),
+    columns = {"ts": ts, "meter": meter, "value": value, "alarm": is_alarm, "null": is_null}
+    return _per_concentrator(columns, dc, n_inputs, n_meters, string_meter_ids)
+
+
+def _per_concentrator(columns: dict[str, np.ndarray], dc: np.ndarray, n_inputs: int,
+                      n_meters: int, string_meter_ids: bool) -> list[pa.Table]:
+    """The messages as one table per concentrator, each sorted by ``ts`` (ties: generation)."""
+    order = np.lexsort((np.arange(len(dc)), columns["ts"], dc))
+    table = pa.table({
+        "ts": pa.array(columns["ts"][order]),
+        "meter": _meter_ids(columns["meter"][order], n_meters, string_meter_ids),
+        "value": pa.array(columns["value"][order], mask=columns["null"][order]),
+        "kind": pa.array(["reading", "alarm"]).take(
+            pa.array(columns["alarm"][order].astype(np.int8))),
         "dc": pa.array(dc[order]),
-    }
-    table = pa.table(columns)
+    })
     counts = np.bincount(dc, minlength=n_inputs)
     starts = np.cumsum(counts) - counts
     return [table.slice(int(lo), int(n)) for lo, n in zip(starts, counts, strict=True)]

@@ -58,24 +58,19 @@ def soundcloud_streams(
 
     Parameters
     ----------
-    n_inputs : int
-        Number of input streams (>= 1); each comment goes to a uniformly random one.
-    rows : int
-        Total number of comments over all streams.
+    n_inputs, rows : int
+        Input streams (>= 1; each comment goes to a uniformly random one) and comments over all.
     n_songs, n_users : int
         Sizes of the song and user id domains (ids are ``0 .. n - 1``).
-    rate_per_s : float
-        Mean number of comments per second of event time (Poisson arrivals).
-    tick_ms : int
-        Timestamps are floored to a multiple of this; creates ties.
+    rate_per_s, tick_ms : float, int
+        Mean comments per second of event time (Poisson arrivals); timestamps are floored to a
+        multiple of ``tick_ms`` (ties).
     mail_rate, ip_rate : float
         Independent probabilities that a comment contains an e-mail / an IPv4 address.
     zipf_s : float
         Exponent of song popularity: song of popularity rank r has weight ``1 / r**zipf_s``.
-    start_ts : int
-        Event time origin, ms since the epoch.
-    seed : int
-        Seed of ``numpy.random.default_rng``.
+    start_ts, seed : int
+        Event time origin (ms since the epoch); seed of ``numpy.random.default_rng``.
 
     Returns
     -------

@@ -22,13 +22,8 @@ from spark_stream_sched.runtime.executor.keyed_parallel import (
     KeyedPipeline,
     Stateless,
 )
-from spark_stream_sched.runtime.keyed.base import (
-    KeyedOperator,
-    build_operator,
-    operator_class,
-    operator_names,
-)
-from spark_stream_sched.runtime.keyed.stage import StageSpec, parse_stage
+from spark_stream_sched.runtime.keyed.base import KeyedOperator, build_operator, operator_class
+from spark_stream_sched.runtime.keyed.stage import StageSpec, operator_names, parse_stage
 
 
 class RunningSum(KeyedOperator):

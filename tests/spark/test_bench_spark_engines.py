@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from spark_stream_sched.bench import spark_native
+from spark_stream_sched.bench import spark_bench, spark_cases
 from spark_stream_sched.bench.spark_report import format_results
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -16,14 +16,14 @@ OURS = ("ordered-agg", "transform", "ordered-agg-sink", "ordered-agg-sink-unpart
 
 @pytest.fixture(scope="module")
 def results(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return spark_native.run(rows=4_000, n_inputs=2, keys=20, runs=1, batchings=(16, 8),
+    return spark_bench.run(rows=4_000, n_inputs=2, keys=20, runs=1, batchings=(16, 8),
                             workdir=str(tmp_path_factory.mktemp("bench")), master="local[2]",
                             show_progress=False, long_rows=0, cores=(), warmup=0)
 
 
 def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> None:
     by = {r["engine"]: r for r in results}
-    assert list(by) == list(spark_native.ENGINES)
+    assert list(by) == list(spark_cases.ENGINES)
     for engine in OURS:
         assert by[engine]["matches_truth"] is True, engine
         assert by[engine]["windows_emitted"] == by[engine]["windows_true"] > 0, engine

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_stream_sched.bench import spark_cli, spark_native
+from spark_stream_sched.bench import spark_cases, spark_cli, spark_native
 from spark_stream_sched.bench.spark_cases import Case, cpu_by_role, sink_counters, with_ratios
 from spark_stream_sched.bench.spark_report import format_results
 from spark_stream_sched.errors import ConfigError
@@ -27,7 +27,7 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     assert long.files("A") == 0
     parser = argparse.ArgumentParser()
     spark_cli.add_args(parser)
-    assert parser.parse_args([]).engines == ",".join(spark_native.ENGINES)  # default: all
+    assert parser.parse_args([]).engines == ",".join(spark_cases.ENGINES)  # default: all
     # the long case gives the source its own sizing (0 files per batch): no file-stream engine
     assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "floor-precomputed", "floor-empty"}
 
@@ -90,4 +90,4 @@ def test_ratios_and_the_tables() -> None:
 ])
 def test_bad_flags_fail_before_spark_starts(flags: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        spark_native.main(flags)
+        spark_cli.main(flags)

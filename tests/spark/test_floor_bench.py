@@ -6,7 +6,7 @@ import os
 
 import pyarrow as pa
 
-from spark_stream_sched.bench import spark_native
+from spark_stream_sched.bench import spark_bench
 from spark_stream_sched.bench.spark_floor_sources import part_path, precompute_results
 
 from .helpers import source_options, write_inputs
@@ -27,7 +27,7 @@ def test_precomputed_results_are_the_sources_batches(tmp_path) -> None:
 
 
 def test_bench_runs_the_source_and_both_floors_with_the_same_batches(spark, tmp_path) -> None:
-    results = spark_native.run(rows=20_000, n_inputs=2, keys=50, runs=1, batchings=(8, 4),
+    results = spark_bench.run(rows=20_000, n_inputs=2, keys=50, runs=1, batchings=(8, 4),
                                workdir=str(tmp_path), master="local[2]", show_progress=False,
                                engines=("ordered-agg", "floor-precomputed", "floor-empty"),
                                long_rows=20_000, cores=(), warmup=0)

@@ -33,7 +33,7 @@ from typing import ClassVar, TypeVar
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.keyed.stage import StageSpec
+from spark_stream_sched.runtime.keyed.stage import REGISTRY, StageSpec, operator_names
 
 
 class KeyedOperator(ABC):
@@ -106,42 +106,26 @@ class KeyedOperator(ABC):
 
 
 Op = TypeVar("Op", bound=type[KeyedOperator])
-_REGISTRY: dict[str, type[KeyedOperator]] = {}
 
 
 def register(cls: Op) -> Op:
     """Class decorator: make ``cls`` buildable by its stage :attr:`~KeyedOperator.name`."""
-    _REGISTRY[cls.name] = cls
+    REGISTRY[cls.name] = cls
     return cls
-
-
-def operator_names() -> tuple[str, ...]:
-    """Names of the registered operators (after importing the built-ins)."""
-    _load_builtins()
-    return tuple(sorted(_REGISTRY))
 
 
 def operator_class(name: str) -> type[KeyedOperator]:
     """The class registered under ``name``."""
-    _load_builtins()
+    operator_names()  # the built-ins register on first use
     try:
-        return _REGISTRY[name]
+        found: type[KeyedOperator] = REGISTRY[name]
     except KeyError:
         raise ConfigError(f"{name!r} is not an operator; operators: "
-                          f"{', '.join(sorted(_REGISTRY))}") from None
+                          f"{', '.join(sorted(REGISTRY))}") from None
+    return found
 
 
 def build_operator(stage: StageSpec, input_schema: pa.Schema, key_columns: list[str],
                    ts_column: str, aggregates: tuple[str, ...] = ()) -> KeyedOperator:
     """Build the operator a stage names for ``input_schema`` (ConfigError naming the stage)."""
     return operator_class(stage.name)(stage, input_schema, key_columns, ts_column, aggregates)
-
-
-
-
-def _load_builtins() -> None:
-    """Import the modules that register the built-in operators (once; imports are cached)."""
-    import importlib
-
-    for module in ("rows", "running", "dedup", "sessions", "user", "join"):
-        importlib.import_module(f"spark_stream_sched.runtime.keyed.{module}")

@@ -16,11 +16,14 @@ wrong argument is refused at ``load()``/``start()`` naming the stage as written.
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.aggregates import split_top_level
+from spark_stream_sched.runtime.names import did_you_mean
 
 _STAGE = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\((.*)\)\s*"
                     r"(?:\s[Aa][Ss]\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*))?\s*$", re.DOTALL)
@@ -60,6 +63,20 @@ class StageSpec:
         return ConfigError(f"operator {self.text()!r}: {message}")
 
 
+#: Stage name -> operator class (filled by ``keyed.base.register``; classes typed loosely here
+#: so that this module needs nothing of the operators).
+REGISTRY: dict[str, Any] = {}
+#: Modules of the built-in operators (each registers its classes when imported).
+BUILTINS = ("rows", "running", "dedup", "sessions", "user", "join")
+
+
+def operator_names() -> tuple[str, ...]:
+    """Names of the registered operators (after importing the built-ins, once)."""
+    for module in BUILTINS:
+        importlib.import_module(f"spark_stream_sched.runtime.keyed.{module}")
+    return tuple(sorted(REGISTRY))
+
+
 def parse_stage(text: str) -> StageSpec:
     """Parse one stage text (syntax only; see the module docstring).
 
@@ -68,9 +85,6 @@ def parse_stage(text: str) -> StageSpec:
     ConfigError
         Malformed text or an operator name that is not registered, with a suggestion.
     """
-    from spark_stream_sched.runtime.keyed.base import operator_names
-    from spark_stream_sched.runtime.names import did_you_mean
-
     match = _STAGE.match(text)
     if match is None:
         raise ConfigError(f"operator {text!r} is not of the form name(arguments) [as alias], "

@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 
 from spark_stream_sched.errors import ConfigError, SpillError, StateError
 from spark_stream_sched.runtime.durations import parse_bytes
-from spark_stream_sched.runtime.keyed.base import operator_names
 from spark_stream_sched.runtime.keyed.join import Join
 from spark_stream_sched.runtime.keyed.join_match import match
 from spark_stream_sched.runtime.keyed.join_state import (
@@ -38,7 +37,7 @@ from spark_stream_sched.runtime.keyed.join_state import (
     choose_pushes,
     push_order,
 )
-from spark_stream_sched.runtime.keyed.stage import StageSpec, parse_stage
+from spark_stream_sched.runtime.keyed.stage import StageSpec, operator_names, parse_stage
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX
 from spark_stream_sched.testing.join_reference import reference_join
 

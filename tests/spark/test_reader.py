@@ -20,10 +20,8 @@ from spark_stream_sched.errors import OutOfOrderError, StateError
 from spark_stream_sched.inputs.driver import KEEP_OLDER_VERSIONS
 from spark_stream_sched.inputs.offsets import parse_offset, version_id
 from spark_stream_sched.runtime.state.files import version_dir
-from spark_stream_sched.spark.source import (
-    OrderedAggDataSource,
-    OrderedAggStreamReader,
-)
+from spark_stream_sched.spark.datasource import OrderedAggDataSource
+from spark_stream_sched.spark.source import OrderedAggStreamReader
 
 from .helpers import (
     assert_matches_oracle,

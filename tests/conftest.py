@@ -7,8 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests import checkout_guard
+
+# Hypothesis fails an example that takes longer than its deadline (200 ms by default): a
+# wall-clock bound that a loaded machine breaks for reasons unrelated to the code under test.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 REPO = Path(__file__).resolve().parents[1]
 _BEFORE = pytest.StashKey[checkout_guard.Snapshot]()

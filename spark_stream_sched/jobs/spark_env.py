@@ -100,9 +100,13 @@ def quiet_python_workers(session: Any) -> None:
     Called on the driver. Each Python function carries the context's ``environment`` as it was
     when the function was defined, so this applies to queries defined afterwards. A
     ``PYTHONPATH`` already there (``spark.executorEnv.PYTHONPATH``) is kept after it; on a
-    cluster whose workers lack the directory the entry does nothing.
+    cluster whose workers lack the directory the entry does nothing. A Spark Connect session
+    (no SparkContext here) is left alone: the server's settings apply.
     """
-    environment = session.sparkContext.environment
+    context = getattr(session, "sparkContext", None)  # a Spark Connect session has none
+    if context is None:
+        return
+    environment = context.environment
     entries = [p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(WORKER_SITE) not in entries:
         environment["PYTHONPATH"] = os.pathsep.join([str(WORKER_SITE), *entries])

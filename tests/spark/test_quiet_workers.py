@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_stream_sched.jobs.spark_env import WORKER_SITE
+from spark_stream_sched.jobs.spark_env import WORKER_SITE, quiet_python_workers
 
 from .helpers import SLIDE, WINDOW
 from .test_transform import N_INPUTS, oracle, write_files
@@ -88,3 +88,30 @@ def test_the_sitecustomize_it_hides_still_runs(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text("import sys; print('site ran', file=sys.stderr)")
     done = run_python("print('main ran')", pythonpath=[WORKER_SITE, tmp_path])
     assert (done.stdout, done.stderr) == ("main ran\n", "site ran\n")
+
+
+class _Context:
+    def __init__(self, environment: dict[str, str]) -> None:
+        self.environment = environment
+
+
+class _Session:
+    def __init__(self, environment: dict[str, str]) -> None:
+        self.sparkContext = _Context(environment)
+
+
+class _ConnectSession:
+    def __getattr__(self, name: str) -> object:
+        raise AttributeError(f"{name} is not supported in Spark Connect")
+
+
+def test_the_worker_site_goes_first_once_keeping_what_was_there() -> None:
+    environment = {"PYTHONPATH": os.pathsep.join(["/opt/libs", "/more"])}
+    session = _Session(environment)
+    quiet_python_workers(session)
+    quiet_python_workers(session)
+    assert environment["PYTHONPATH"].split(os.pathsep) == [str(WORKER_SITE), "/opt/libs", "/more"]
+    fresh: dict[str, str] = {}
+    quiet_python_workers(_Session(fresh))
+    assert fresh == {"PYTHONPATH": str(WORKER_SITE)}
+    quiet_python_workers(_ConnectSession())  # no SparkContext: nothing to do, no error

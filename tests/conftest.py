@@ -7,6 +7,45 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from tests import checkout_guard
+
+# Hypothesis fails an example that takes longer than its deadline (200 ms by default): a
+# wall-clock bound that a loaded machine breaks for reasons unrelated to the code under test.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
+
+REPO = Path(__file__).resolve().parents[1]
+_BEFORE = pytest.StashKey[checkout_guard.Snapshot]()
+#: Files named in the failure message (the rest are counted).
+SHOWN_WRITES = 20
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note the checkout's ignored files, so that the run can be failed if it wrote any."""
+    if checkout_guard.is_checkout(REPO):
+        session.config.stash[_BEFORE] = checkout_guard.snapshot(REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run when tests wrote into the checkout (tests write to temporary directories)."""
+    before = session.config.stash.get(_BEFORE, None)
+    written = [] if before is None else checkout_guard.written_since(REPO, before)
+    if not written:
+        return
+    shown = [f"  {entry}" for entry in written[:SHOWN_WRITES]]
+    if len(written) > SHOWN_WRITES:
+        shown.append(f"  ... and {len(written) - SHOWN_WRITES} more")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", "checkout changed", red=True)
+        reporter.write_line("this test run wrote into the checkout's git-ignored files (tests "
+                            "must write only to temporary directories; if you made these files "
+                            "yourself meanwhile, run again):")
+        for line in shown:
+            reporter.write_line(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

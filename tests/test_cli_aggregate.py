@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_stream_sched.cli import main
+from spark_stream_sched.inputs import list_files, write_input
 from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.testing.reference import reference_aggregate
 
@@ -66,17 +67,78 @@ def test_bad_flags_are_one_clear_line(tmp_path: Path, capsys, argv, message) -> 
     assert len(err.strip().splitlines()) == 1
 
 
+def unsorted_dir(tmp_path: Path) -> tuple[str, Path]:
+    """An input whose second file goes back in time at its row 1 (position 3 of the input)."""
+    directory = tmp_path / "unsorted"
+    directory.mkdir()
+    pq.write_table(pa.table({"ts": [100, 500], "meter": [1, 2], "value": [1.0, 2.0]}),
+                   directory / "part-00000.parquet")
+    pq.write_table(pa.table({"ts": [600, 200], "meter": [2, 1], "value": [4.0, 5.0]}),
+                   directory / "part-00001.parquet")
+    return str(directory), directory / "part-00001.parquet"
+
+
+def unsorted_message(directory: str, late: Path) -> str:
+    return (f"spark-stream-sched aggregate: error: input 1 ({directory}) is out of order in "
+            f"file {str(late)!r} at row 1 (0-based; position 3 of the input): ts 200 is lower "
+            f"than the previous ts 600 of the same input; sort the input by event time, or pass "
+            f"--out-of-order drop to drop such rows")
+
+
 def test_unsorted_input_names_the_file_and_exits_2_without_traceback(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.parquet"
-    pq.write_table(pa.table({"ts": [500, 200], "meter": [2, 1], "value": [4.0, 5.0]}), bad)
+    directory, late = unsorted_dir(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "spark_stream_sched.cli", "aggregate", "--input", str(bad),
-         "--window", "4s", "--agg", "count(*) as n", "--out", str(tmp_path / "o.parquet")],
+        [sys.executable, "-m", "spark_stream_sched.cli", "aggregate", "--input",
+         write_dir(B, tmp_path / "b"), "--input", directory, "--window", "4s", "--agg",
+         "count(*) as n", "--out", str(tmp_path / "o.parquet")],
         capture_output=True, text=True)
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    assert str(bad) in proc.stderr
-    assert "position 1: ts 200 is lower than the previous ts 500" in proc.stderr
+    assert proc.stderr.splitlines() == [unsorted_message(directory, late)]
+
+
+@pytest.mark.parametrize("path_flags", [
+    [], ["--workers", "2"], ["--op", "delta(value)", "--key", "meter", "--workers", "2"]])
+def test_unsorted_input_reads_the_same_on_every_path_of_the_command(
+        tmp_path: Path, capsys, path_flags: list[str]) -> None:
+    """Direct, on the executor, through keyed operators: one message, naming the flag."""
+    directory, late = unsorted_dir(tmp_path)
+    assert cli("aggregate", "--input", write_dir(B, tmp_path / "b"), "--input", directory,
+               "--window", "4s", "--agg", "count(*) as n", *path_flags,
+               "--out", str(tmp_path / "o.parquet")) == 2
+    assert capsys.readouterr().err.splitlines()[0] == unsorted_message(directory, late)
+
+
+@pytest.mark.parametrize(("declared", "written", "message"), [
+    ("csv", "parquet", "is not CSV (it looks like Parquet); pass --format parquet"),
+    ("jsonl", "parquet", "is not JSON lines (it looks like Parquet); pass --format parquet"),
+    ("parquet", "csv", "is not Parquet (it looks like CSV); pass --format csv"),
+    ("csv", "jsonl", "is not CSV (it looks like JSON lines); pass --format jsonl"),
+    ("jsonl", "csv", "is not JSON lines (it looks like CSV); pass --format csv"),
+])
+def test_a_file_of_another_format_names_the_format_to_pass(
+        tmp_path: Path, capsys, declared: str, written: str, message: str) -> None:
+    write_input(A, tmp_path / "in", written)
+    (first,) = list_files(str(tmp_path / "in"))[:1]
+    assert cli("aggregate", "--input", str(tmp_path / "in"), "--format", declared,
+               "--window", "4s", "--agg", "count(*) as n",
+               "--out", str(tmp_path / "o.parquet")) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"spark-stream-sched aggregate: error: file {first!r} "
+                                f"{message}, or move the file out of the input"]
+
+
+def test_a_format_the_inputs_cannot_hold_says_to_convert(tmp_path: Path, capsys) -> None:
+    """An Arrow IPC file among CSV inputs: no binary bytes, no format to pass."""
+    (tmp_path / "in").mkdir()
+    arrow = tmp_path / "in" / "part-00000.arrow"
+    with pa.ipc.new_file(arrow, A.schema) as writer:
+        writer.write_table(A)
+    assert cli("aggregate", "--input", str(tmp_path / "in"), "--format", "csv", "--window",
+               "4s", "--agg", "count(*) as n", "--out", str(tmp_path / "o.parquet")) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"spark-stream-sched aggregate: error: file {str(arrow)!r} is not CSV (it looks like an "
+        f"Arrow IPC file); convert the input to Parquet, CSV or JSON lines, or move the file "
+        f"out of the input"]
 
 
 def test_drop_policy_counts_dropped_rows(tmp_path: Path, capsys) -> None:

@@ -1,6 +1,11 @@
 """Every example of the README runs as written, from the repository root, with a clean
 environment: no activated virtual environment, no PYSPARK_PYTHON, only the system PATH.
 
+"The repository root" is a temporary copy of the checkout's files that the examples read
+(``Makefile``, ``pyproject.toml``, ``conf/``, the ``spark-submit`` job script) next to a link to
+the checkout's ``.venv``: the examples write ``demo-output/`` and checkpoints, and in the user's
+own checkout those would make the user's next ``make demo`` or ``run`` find its work done.
+
 The README is the user's contract (its code blocks are read from the file, not copied here).
 Two commands are not run: ``make test`` (this suite itself) and the docker-compose block, whose
 four commands need root and Docker and are run, as written, by the ``compose`` cluster tests
@@ -22,6 +27,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+#: What the README's examples read from the repository root (besides ``.venv``).
+COPIED = ["Makefile", "pyproject.toml", "conf", "spark_stream_sched/jobs/ordered_agg_job.py"]
 COMPOSE_COMMANDS = ["docker/build-images.sh", "docker-compose up -d master worker-1 worker-2",
                     "docker-compose run --rm job", "docker-compose down"]
 
@@ -48,8 +55,34 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def run(command: list[str] | str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, shell=isinstance(command, str), cwd=REPO, env=clean_env(),
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary repository root: the files the examples read, and a link to ``.venv``.
+
+    ``pyproject.toml`` gets the install stamp's time, so ``make`` never reinstalls the project
+    from the copy (that would point the checkout's ``.venv`` at this temporary directory).
+    """
+    stamp = REPO / ".venv" / ".installed"
+    assert stamp.exists(), ("the README's examples use the checkout's .venv: run "
+                            "`make .venv/.installed` (or `make test`) first")
+    root = tmp_path_factory.mktemp("checkout")
+    for name in COPIED:
+        source, target = REPO / name, root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy2(source, target)
+    installed = stamp.stat().st_mtime_ns
+    os.utime(root / "pyproject.toml", ns=(installed, installed))
+    (root / ".venv").symlink_to(REPO / ".venv", target_is_directory=True)
+    return root
+
+
+def run(command: list[str] | str, root: Path,
+        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in the repository root ``root`` with the clean environment."""
+    done = subprocess.run(command, shell=isinstance(command, str), cwd=root, env=clean_env(),
                           capture_output=True, text=True, timeout=timeout, check=False)
     assert done.returncode == 0, (
         f"{command!r} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
@@ -57,41 +90,41 @@ def run(command: list[str] | str, timeout: float = 600) -> subprocess.CompletedP
 
 
 @pytest.fixture(scope="module")
-def demo() -> int:
+def demo(root: Path) -> int:
     """Run the quick start's ``make demo``; return the number of result rows it wrote."""
     quick_start = commands(blocks("bash")[0])
     assert quick_start == ["make demo", "make test"]
-    out = run(["bash", "-c", quick_start[0]]).stdout
+    out = run(["bash", "-c", quick_start[0]], root).stdout
     assert "rows out" in out
-    return int(pq.read_table(REPO / "demo-output" / "output").num_rows)
+    return int(pq.read_table(root / "demo-output" / "output").num_rows)
 
 
-def test_the_python_example_runs_from_a_plain_interpreter(demo: int, tmp_path: Path) -> None:
+def test_the_python_example_runs_from_a_plain_interpreter(demo: int, root: Path,
+                                                          tmp_path: Path) -> None:
     (python_block,) = blocks("python")
     script = tmp_path / "example.py"
     script.write_text(python_block, encoding="utf-8")
-    shutil.rmtree(REPO / "demo-output" / "example", ignore_errors=True)
-    out = run([str(REPO / ".venv" / "bin" / "python"), str(script)]).stdout
+    out = run([str(root / ".venv" / "bin" / "python"), str(script)], root).stdout
     assert out.strip().splitlines()[-1] == f"{demo} windows"  # same windows as the demo's
 
 
-def test_the_same_job_runs_three_ways(demo: int) -> None:
+def test_the_same_job_runs_three_ways(demo: int, root: Path) -> None:
     three_ways = [b for b in blocks("bash") if "conf/smart_grid.toml" in b]
     assert len(three_ways) == 1
     lines = commands(three_ways[0])
     assert len(lines) == 3
     for line in lines:
-        out = run(["bash", "-c", line]).stdout
+        out = run(["bash", "-c", line], root).stdout
         assert "rows out" in out, line
 
 
-def test_the_standalone_command_line_examples_run(demo: int) -> None:
+def test_the_standalone_command_line_examples_run(demo: int, root: Path) -> None:
     cli = [b for b in blocks("bash") if "spark-stream-sched aggregate" in b and "--op" not in b]
     assert len(cli) == 1
-    target = REPO / "demo-output" / "windows.csv"
-    target.unlink(missing_ok=True)
+    target = root / "demo-output" / "windows.csv"
+    assert not target.exists()
     for line in commands(cli[0]):
-        run(["bash", "-c", line])
+        run(["bash", "-c", line], root)
     assert target.stat().st_size > 0
     assert target.read_text().splitlines()[0].startswith('"window_start","window_end","meter"')
 
@@ -107,27 +140,27 @@ def test_the_compose_block_shows_the_commands_the_compose_tests_run() -> None:
     assert '"down"' in source
 
 
-def test_the_keyed_operator_examples_run(demo: int) -> None:
+def test_the_keyed_operator_examples_run(demo: int, root: Path) -> None:
     keyed = [b for b in blocks("bash") if "smart_grid_keyed.toml" in b]
     assert len(keyed) == 1
     run_line, sessions_line, join_line = commands(keyed[0])
-    out = run(["bash", "-c", run_line]).stdout
+    out = run(["bash", "-c", run_line], root).stdout
     assert "rows out" in out
     assert "net_change" in out  # the windows over the per-meter changes
-    target = REPO / "demo-output" / "sessions.csv"
-    target.unlink(missing_ok=True)
-    run(["bash", "-c", sessions_line])
+    target = root / "demo-output" / "sessions.csv"
+    assert not target.exists()
+    run(["bash", "-c", sessions_line], root)
     lines = target.read_text().splitlines()
     assert lines[0] == '"session_start","session_end","meter","readings","first_v"'
     assert len(lines) > 100
-    joined = REPO / "demo-output" / "joined.csv"
-    joined.unlink(missing_ok=True)
-    run(["bash", "-c", join_line])
+    joined = root / "demo-output" / "joined.csv"
+    assert not joined.exists()
+    run(["bash", "-c", join_line], root)
     assert joined.read_text().splitlines()[0] == (
         '"window_start","window_end","meter","pairs","total","first_v1"')
     assert len(joined.read_text().splitlines()) > 100
     # the same query without a budget (nothing spills) gives the same bytes
     unbudgeted = join_line.replace(", budget=16k", "").replace("joined.csv", "joined-ref.csv")
     assert unbudgeted != join_line
-    run(["bash", "-c", unbudgeted])
-    assert joined.read_bytes() == (REPO / "demo-output" / "joined-ref.csv").read_bytes()
+    run(["bash", "-c", unbudgeted], root)
+    assert joined.read_bytes() == (root / "demo-output" / "joined-ref.csv").read_bytes()

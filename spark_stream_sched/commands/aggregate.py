@@ -29,14 +29,17 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
+from spark_stream_sched.errors import ConfigError, FormatMismatchError, OutOfOrderError
 from spark_stream_sched.inputs import (
     FORMAT_NAMES,
     FORMATS,
     FileFormat,
+    InputStream,
+    about_input,
     canonical_format,
     count_rows,
     list_files,
+    locate,
     read_file_rows,
     read_inputs,
     resolve_schema,
@@ -137,7 +140,17 @@ def _flag(flag: str, text: str | None, parse: Callable[[Any], T]) -> T:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the aggregation described by ``args``; print a one-line summary."""
+    """Run the aggregation described by ``args``; print a one-line summary.
+
+    Errors that tell how to fix them with an option say it with this command's flags.
+    """
+    try:
+        return _run(args)
+    except (OutOfOrderError, FormatMismatchError) as exc:
+        raise exc.for_flag() from None
+
+
+def _run(args: argparse.Namespace) -> int:
     output_format(args.out)  # an unknown suffix fails before any work
     spec = query_spec(args)
     if args.read_ahead is not None and args.read_ahead < 1:
@@ -162,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     query = spec.build(schema)
     rows = default_packet_rows(row_bytes(schema))
     streams = [iter(iter_packets(t.cast(schema), rows)) for t in inputs]
-    results = [query.poll() for _ in _rounds(streams, query, args.input)]
+    results = [query.poll() for _ in _rounds(streams, query, args.input, args.format)]
     out = pa.concat_tables([query.output_schema.empty_table(), *results])
     _write(out, args.out)
     _summary(sum(t.num_rows for t in inputs), len(inputs), out, args.out, started,
@@ -322,7 +335,7 @@ def _bounded_packets(args: argparse.Namespace, schema: pa.Schema, merge: SMerge,
     readers = [_file_chunks(str(p), i, args.format, schema, args.timestamp)
                for i, p in enumerate(args.input)]
     emitted, previous = False, None
-    for _ in _rounds(readers, merge, args.input, counts):
+    for _ in _rounds(readers, merge, args.input, args.format, counts):
         ready = merge.pop_ready()
         bound = None if merge.all_finished else merge.ready_bound
         for lo in range(0, ready.num_rows, rows):
@@ -334,11 +347,12 @@ def _bounded_packets(args: argparse.Namespace, schema: pa.Schema, merge: SMerge,
 
 
 def _rounds(sources: list[Iterator[pa.Table]], target: SMerge | OrderedAggregation,
-            names: list[str], counts: list[int] | None = None) -> Iterator[None]:
+            names: list[str], fmt: str, counts: list[int] | None = None) -> Iterator[None]:
     """Push the next packet of every live input into ``target``, round-robin; yield per round.
 
     An exhausted input is finished; ``counts`` (if given) adds up the rows pushed per input;
-    an out-of-order row is an InputError naming the input as given (``names``).
+    an out-of-order row is an OutOfOrderError naming the input as given (``names``), the file
+    and the row in it.
     """
     live = list(range(len(sources)))
     while live:
@@ -353,7 +367,7 @@ def _rounds(sources: list[Iterator[pa.Table]], target: SMerge | OrderedAggregati
             try:
                 target.push(i, packet)
             except OutOfOrderError as exc:
-                raise InputError(f"{names[i]}: {exc}") from exc
+                raise locate(exc, InputStream(i, str(names[i]), fmt, None)) from None
         yield
 
 
@@ -364,14 +378,12 @@ def _file_chunks(path: str, index: int, fmt: str, schema: pa.Schema,
     Rows are conformed and their event times checked as
     :func:`~spark_stream_sched.inputs.read_inputs` does (same errors, naming input and file).
     """
-    try:
+    with about_input(index, path):
         for file in list_files(path):
             for lo, hi in _row_ranges(file, canonical_format(fmt)):
                 part = read_file_rows(file, fmt, schema, lo, hi)
                 event_times(part, ts_column, f"file {file}", first_row=lo)
                 yield part
-    except InputError as exc:
-        raise InputError(f"input {index} ({path}): {exc}") from exc
 
 
 def _row_ranges(file: str, fmt: str) -> list[tuple[int, int]]:

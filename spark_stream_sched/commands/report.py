@@ -9,6 +9,7 @@ and state bytes. Needs matplotlib (the ``bench`` extra).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -20,6 +21,8 @@ _COLUMNS = [("batch_id", "batch"), ("rows_read", "rows read"), ("rows_released",
             ("lag_ms", "lag ms"), ("seconds", "seconds"), ("rows_per_second", "rows/s")]
 #: Rows of the printed table (the newest batches; the plot has them all).
 TABLE_ROWS = 20
+#: Runs of up to this many batches are drawn as labelled bars, longer ones as lines.
+BARS_UP_TO = 12
 
 
 def register(subparsers: Any) -> None:
@@ -65,12 +68,30 @@ def load(location: str) -> list[dict[str, Any]]:
 
 
 def plot(batches: list[dict[str, Any]], out: str, location: str) -> None:
-    """Three panels over the batch ids: rows/s, lag (s), state (MiB)."""
+    """Write the PNG of :func:`figure` to ``out`` (its directory is created)."""
     from spark_stream_sched.bench.common import bench_extra
 
     bench_extra("matplotlib", "the report command").use("Agg")
     plt = bench_extra("matplotlib.pyplot", "the report command")
-    x = [b["batch_id"] for b in batches]
+    fig = figure(batches, location)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def figure(batches: list[dict[str, Any]], location: str) -> Any:
+    """Three panels over the batch ids: rows/s, lag (s), state (MiB); returns the Figure.
+
+    Up to :data:`BARS_UP_TO` batches each batch is a labelled bar, so that a run of one or two
+    batches reads as well as a long one; longer runs are lines. Every panel's y axis runs
+    from 0 to above its largest value and the x axis has one integer tick per batch (or
+    integer ticks chosen by matplotlib, for many batches), at least half a batch beyond each
+    end.
+    """
+    from spark_stream_sched.bench.common import bench_extra
+
+    plt = bench_extra("matplotlib.pyplot", "the report command")
+    x = [int(b["batch_id"]) for b in batches]
     panels = [
         ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
         ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
@@ -79,14 +100,42 @@ def plot(batches: list[dict[str, Any]], out: str, location: str) -> None:
     ]
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 7), sharex=True)
     for ax, (y, label) in zip(axes, panels, strict=True):
-        ax.plot(x, y, "o-" if len(x) < 50 else "-", lw=1.2, ms=4)
+        _draw_panel(ax, x, [float(v) for v in y])
         ax.set_ylabel(label, fontsize=9)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("micro-batch (Spark batch id)")
-    axes[-1].xaxis.get_major_locator().set_params(integer=True)
-    fig.suptitle(f"ordered-agg metrics: {location} ({len(batches)} batches)", fontsize=10)
+    _batch_axis(axes[-1], x)
+    count = f"{len(batches)} batch" + ("" if len(batches) == 1 else "es")
+    fig.suptitle(f"ordered-agg metrics: {location} ({count})", fontsize=10)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def _draw_panel(ax: Any, x: list[int], y: list[float]) -> None:
+    """Bars with their values for a short run, a line for a long one; y from 0 to the top."""
+    if len(x) <= BARS_UP_TO:
+        bars = ax.bar(x, [0.0 if math.isnan(v) else v for v in y], width=0.6)
+        ax.bar_label(bars, labels=[_value_label(v) for v in y], fontsize=8, padding=2)
+    else:
+        ax.plot(x, y, "o-" if len(x) < 50 else "-", lw=1.2, ms=4)
+    top = max((v for v in y if not math.isnan(v)), default=0.0)
+    ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)  # room for the bar labels
+    ax.grid(alpha=0.3)
+
+
+def _value_label(value: float) -> str:
+    """A bar's label: ``12,345`` from 100 up, three significant digits below, ``n/a``."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _batch_axis(ax: Any, x: list[int]) -> None:
+    """Batch ids on the shared x axis: integer ticks, room for at least three batches."""
+    from matplotlib.ticker import MaxNLocator
+
+    pad = max(0.5, (3 - (max(x) - min(x))) / 2)  # one bar is not as wide as the panel
+    ax.set_xlim(min(x) - pad, max(x) + pad)
+    if len(x) <= BARS_UP_TO:
+        ax.set_xticks(x)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("micro-batch (Spark batch id)")

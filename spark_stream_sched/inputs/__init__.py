@@ -14,6 +14,9 @@ module                 concept
 ``schema``             schema resolution: declared, else the first file that holds a row
 ``snapshot``           whole inputs: write a table as files; read a static snapshot (CLI, jobs)
 ``cursors``            streaming reads: :class:`Cursor`, admission, rows between two cursors
+``naming``             errors that name the input (id and path), the file and the row
+``sniff``              a file's real format from its first bytes ("not CSV, looks like
+                       Parquet")
 ``manifest``           durable per-input file manifests; late-sorting files fail (or are
                        skipped with ``lateFiles=skip``), never ignored in silence
 =====================  ======================================================================
@@ -22,8 +25,6 @@ module                 concept
 from __future__ import annotations
 
 from spark_stream_sched.inputs.cursors import (
-    Cursor,
-    InputStream,
     advance,
     available_rows,
     peek_event_times,
@@ -41,13 +42,15 @@ from spark_stream_sched.inputs.formats import (
 )
 from spark_stream_sched.inputs.listing import list_files
 from spark_stream_sched.inputs.manifest import FileManifest, manifest_path, read_manifest
+from spark_stream_sched.inputs.naming import about_input, locate
 from spark_stream_sched.inputs.schema import resolve_schema
 from spark_stream_sched.inputs.snapshot import read_input, read_inputs, write_input, write_inputs
+from spark_stream_sched.inputs.streams import Cursor, InputStream
 
 __all__ = [
-    "FORMATS", "FORMAT_NAMES", "Cursor", "FileFormat", "FileManifest", "InputStream", "advance",
-    "available_rows", "canonical_format", "count_rows", "get_format", "infer_schema",
-    "list_files", "manifest_path", "peek_event_times", "read_between", "read_file_rows",
-    "read_input", "read_inputs", "read_manifest", "resolve_schema", "time_aligned_shares",
-    "warn_ignored_files", "write_input", "write_inputs",
+    "FORMATS", "FORMAT_NAMES", "Cursor", "FileFormat", "FileManifest", "InputStream",
+    "about_input", "advance", "available_rows", "canonical_format", "count_rows", "get_format",
+    "infer_schema", "list_files", "locate", "manifest_path", "peek_event_times", "read_between",
+    "read_file_rows", "read_input", "read_inputs", "read_manifest", "resolve_schema",
+    "time_aligned_shares", "warn_ignored_files", "write_input", "write_inputs",
 ]

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from spark_stream_sched.inputs.cursors import (
-    Cursor,
     EventTimeCache,
     advance,
     available_rows,
@@ -23,6 +22,7 @@ from spark_stream_sched.inputs.cursors import (
     time_aligned_shares,
 )
 from spark_stream_sched.inputs.plan import SourcePlan
+from spark_stream_sched.inputs.streams import Cursor
 
 
 def admit(plan: SourcePlan, cursors: Sequence[Cursor], files: Sequence[list[str]],

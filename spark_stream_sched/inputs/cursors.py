@@ -24,62 +24,21 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.errors import InputError
+from spark_stream_sched.errors import InputError, OutOfOrderError
 from spark_stream_sched.inputs.files import count_rows, read_file_rows
 from spark_stream_sched.inputs.listing import file_identity
+from spark_stream_sched.inputs.naming import locate, naming_input
+from spark_stream_sched.inputs.streams import Cursor, InputStream
 from spark_stream_sched.runtime.merge import in_order_mask
 from spark_stream_sched.runtime.packets import event_times
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Position in one input stream (serialised by ``inputs/offsets.py``)."""
-
-    file: str | None = None
-    row: int = 0
-    seq: int = 0
-    last_ts: int | None = None
-    finished: bool = False
-    idle: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the cursor as a dict with the fixed key order."""
-        return {"file": self.file, "row": self.row, "seq": self.seq, "last_ts": self.last_ts,
-                "finished": self.finished, "idle": self.idle}
-
-
-@dataclass(frozen=True)
-class InputStream:
-    """One input: its path, file format and row schema (picklable)."""
-
-    input_id: int
-    path: str
-    fmt: str
-    schema: pa.Schema | None
-
-
-@contextmanager
-def naming_input(stream: InputStream | None) -> Iterator[None]:
-    """Prefix an :class:`InputError` raised inside with the input it concerns (id and path).
-
-    Errors that already start with ``input`` (they name it themselves) pass unchanged.
-    """
-    try:
-        yield
-    except InputError as exc:
-        if stream is None or str(exc).startswith("input "):
-            raise
-        raise InputError(f"input {stream.input_id} ({stream.path}): {exc}") from exc
 
 
 def _next_position(files: list[str], cursor: Cursor, fmt: str) -> tuple[int, int]:
@@ -160,7 +119,10 @@ def _read_between(stream: InputStream, files: list[str], start: Cursor, end: Cur
         event_times(part, ts_column, f"input {stream.input_id} file {f!r}", first_row=a)
         for part, (f, a, _) in zip(parts, ranges, strict=True)])
     seq = np.arange(start.seq, end.seq, dtype=np.int64)
-    keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
+    try:
+        keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
+    except OutOfOrderError as exc:
+        raise locate(exc, stream, files, start) from None
     if keep is not None:
         rows, ts, seq = rows.filter(pa.array(keep)), ts[keep], seq[keep]
     return rows, ts, seq
@@ -283,7 +245,10 @@ def advance(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
         last_file, _, last_stop = ranges[-1]
         if ts is None or len(ts) != n_rows:
             ts = peek_event_times(stream, files, start, n_rows, ts_column)
-        keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
+        try:
+            keep = in_order_mask(ts, start.last_ts, policy, stream.input_id, start.seq)
+        except OutOfOrderError as exc:
+            raise locate(exc, stream, files, start) from None
         kept = ts if keep is None else ts[keep]
         if len(kept) < len(ts):
             log.warning("input %d: dropped %d out-of-order rows among positions %d..%d "

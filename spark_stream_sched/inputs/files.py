@@ -10,14 +10,15 @@ Pure Python + PyArrow (no pyspark).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_stream_sched.errors import InputError
+from spark_stream_sched.errors import FormatMismatchError, InputError
 from spark_stream_sched.inputs.formats import canonical_format, get_format
 from spark_stream_sched.inputs.listing import file_identity
+from spark_stream_sched.inputs.sniff import format_mismatch
 
 _EMPTY = pa.schema([])
 
@@ -27,17 +28,46 @@ def _read_whole(identity: tuple[str, int, int], fmt: str, schema: Any) -> Any:
     path, size, _ = identity
     if size == 0:
         return (schema if schema is not None else _EMPTY).empty_table()
+    mismatch = format_mismatch(path, fmt)  # CSV would read a Parquet file as garbage text
+    if mismatch is not None:
+        raise mismatch
     try:
         return get_format(fmt).read(path, schema)
     except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
-        raise unreadable(fmt, path, exc, _untyped_hint(schema)) from exc
+        raise_unreadable(fmt, path, exc, _untyped_hint(schema))
 
 
 def unreadable(fmt: str, path: str, exc: BaseException, hint: str = "") -> InputError:
-    """The error for an input file that cannot be read: names the file and what to do."""
-    return InputError(f"cannot read {fmt} file {path!r}: {exc}{hint}; fix or replace the file "
-                      f"(a file must be complete when it appears in an input: write it "
-                      f"elsewhere and rename it into place), or move it out of the input")
+    """The error for an input file that cannot be read: names the file and what to do.
+
+    A file of another format gets :class:`FormatMismatchError`; otherwise the reader's message
+    is kept, with bytes that are not printable text escaped (a parser quotes what it read).
+    """
+    mismatch = format_mismatch(path, fmt)
+    if mismatch is not None:
+        return mismatch
+    return InputError(f"cannot read {fmt} file {path!r}: {printable(str(exc))}{hint}; fix or "
+                      f"replace the file (a file must be complete when it appears in an input: "
+                      f"write it elsewhere and rename it into place), or move it out of the "
+                      f"input")
+
+
+def raise_unreadable(fmt: str, path: str, exc: BaseException, hint: str = "") -> NoReturn:
+    """Raise :func:`unreadable`'s error, chained to ``exc`` unless it is a format mismatch.
+
+    A reader's error about a file of another format quotes the bytes it choked on; the
+    mismatch says all there is to say, so that chain is dropped.
+    """
+    error = unreadable(fmt, path, exc, hint)
+    if isinstance(error, FormatMismatchError):
+        raise error from None
+    raise error from exc
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """``text`` with unprintable characters escaped as in ``repr``, cut to ``limit`` characters."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return shown + ("..." if len(text) > limit else "")
 
 
 def _untyped_hint(schema: Any) -> str:
@@ -57,7 +87,7 @@ def _count_rows(identity: tuple[str, int, int], fmt: str) -> int:
         try:
             return int(pq.ParquetFile(path).metadata.num_rows)
         except (pa.ArrowException, OSError) as exc:
-            raise unreadable(fmt, path, exc) from exc
+            raise_unreadable(fmt, path, exc)
     return int(_read_whole(identity, fmt, None).num_rows)
 
 
@@ -76,7 +106,7 @@ def infer_schema(path: str, fmt: str) -> Any:
         try:
             return pq.ParquetFile(path).schema_arrow
         except (pa.ArrowException, OSError) as exc:
-            raise unreadable(fmt, path, exc) from exc
+            raise_unreadable(fmt, path, exc)
     return _read_whole(identity, fmt, None).schema
 
 
@@ -131,7 +161,7 @@ def _read_parquet_range(path: str, start: int, stop: int, schema: Any) -> Any:
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
-        raise unreadable("parquet", path, exc) from exc
+        raise_unreadable("parquet", path, exc)
     groups: list[int] = []
     first_row: int | None = None
     offset = 0
@@ -152,5 +182,5 @@ def _read_parquet_range(path: str, start: int, stop: int, schema: Any) -> Any:
                          f"a column of the input schema: fix the file or the schema (option "
                          f"schema)") from exc
     except (pa.ArrowException, OSError) as exc:
-        raise unreadable("parquet", path, exc) from exc
+        raise_unreadable("parquet", path, exc)
     return table.slice(start - (first_row or 0), stop - start)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.inputs.cursors import Cursor
+from spark_stream_sched.inputs.streams import Cursor
 from spark_stream_sched.runtime.merge import ready_bound
 
 FORMAT = "ordered-agg-offset"

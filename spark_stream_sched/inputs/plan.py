@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.inputs.cursors import Cursor, InputStream, read_between
+from spark_stream_sched.inputs.cursors import read_between
 from spark_stream_sched.inputs.offsets import Offset
 from spark_stream_sched.inputs.schema import resolve_schema
+from spark_stream_sched.inputs.streams import Cursor, InputStream
 from spark_stream_sched.options.source import SourceConfig, parse_options
 from spark_stream_sched.runtime.engine.batch import GroupedBatch
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL

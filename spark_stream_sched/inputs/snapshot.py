@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.files import read_file_rows
 from spark_stream_sched.inputs.formats import get_format
 from spark_stream_sched.inputs.listing import list_files
+from spark_stream_sched.inputs.naming import about_input
 from spark_stream_sched.inputs.schema import resolve_schema
 from spark_stream_sched.runtime.packets import event_times
 
@@ -73,10 +74,8 @@ def read_inputs(paths: Sequence[str | Path], fmt: str = "parquet", schema: Any =
     schema = resolve_schema([str(p) for p in paths], fmt, schema, SNAPSHOT_HINT)
     tables = []
     for i, path in enumerate(paths):
-        try:
+        with about_input(i, str(path)):
             tables.append(read_files(list_files(str(path)), fmt, schema, ts_column))
-        except InputError as exc:
-            raise InputError(f"input {i} ({path}): {exc}") from exc
     return tables
 
 

@@ -276,11 +276,15 @@ def _run_sink(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
 
 
 def _run_runtime(cfg: JobConfig, dirs: list[Path]) -> None:
-    from spark_stream_sched.inputs import read_inputs
+    from spark_stream_sched.errors import OutOfOrderError
+    from spark_stream_sched.inputs import InputStream, locate, read_inputs
     tables = read_inputs([str(d) for d in dirs], cfg.data.format)
     query = cfg.query.spec(len(tables)).build(tables[0].schema)
     for i, table in enumerate(tables):
-        query.push(i, table)
+        try:
+            query.push(i, table)
+        except OutOfOrderError as exc:
+            raise locate(exc, InputStream(i, str(dirs[i]), cfg.data.format, None)) from None
         query.finish(i)
     out = query.poll()
     with atomic_writer(str(Path(cfg.output) / "part-00000.parquet")) as tmp:

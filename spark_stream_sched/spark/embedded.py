@@ -4,7 +4,9 @@
 ``PATH``, which may lack this package) and ``SPARK_LOCAL_IP`` must be loopback; both are read
 when the JVM and the SparkContext start, so :func:`prepare_environment` runs first. When the
 repository's ``conf/`` directory is present (editable install) it becomes ``SPARK_CONF_DIR``,
-which brings ``spark-defaults.conf`` and the quiet ``log4j2.properties``.
+which brings ``spark-defaults.conf`` and the quiet ``log4j2.properties``. Sessions started here
+keep pyspark's ``transformWithStateInPandas`` worker from printing to the console
+(:func:`quiet_python_workers`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ QUIET_SETTINGS: tuple[tuple[str, str], ...] = (
     ("spark.sql.shuffle.partitions", "2"),
     ("spark.sql.session.timeZone", "UTC"),
 )
+
+#: Holds only ``sitecustomize.py``, which silences the stdout of the driver-side Python worker
+#: of ``transformWithStateInPandas`` (see :func:`quiet_python_workers`).
+WORKER_SITE = Path(__file__).resolve().parent / "worker_site"
 
 
 def repo_conf_dir() -> Path | None:
@@ -71,10 +77,36 @@ def build_session(master: str | None, app_name: str,
         builder = builder.config(key, value)
     logger.info("starting Spark (master %s)", master or "from spark-submit")
     session = builder.getOrCreate()
+    quiet_python_workers(session)
     from spark_stream_sched.spark import register
 
     register(session)
     return session
+
+
+def quiet_python_workers(session: Any) -> None:
+    """Put :data:`WORKER_SITE` first on the PYTHONPATH of the session's Python workers.
+
+    pyspark's driver-side ``transformWithStateInPandas`` worker (run by ``ordered()`` at each
+    query start) prints five progress lines that Spark copies to the console past log4j; the
+    ``sitecustomize`` module there silences that process's stdout and leaves every other
+    worker alone.
+
+    Notes
+    -----
+    Called on the driver. Each Python function carries the context's ``environment`` as it was
+    when the function was defined, so this applies to queries defined afterwards. A
+    ``PYTHONPATH`` already there (``spark.executorEnv.PYTHONPATH``) is kept after it; on a
+    cluster whose workers lack the directory the entry does nothing. A Spark Connect session
+    (no SparkContext here) is left alone: the server's settings apply.
+    """
+    context = getattr(session, "sparkContext", None)  # a Spark Connect session has none
+    if context is None:
+        return
+    environment = context.environment
+    entries = [p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(WORKER_SITE) not in entries:
+        environment["PYTHONPATH"] = os.pathsep.join([str(WORKER_SITE), *entries])
 
 
 def get_spark(app_name: str = "spark-stream-sched", settings: tuple[tuple[str, str], ...] = (),

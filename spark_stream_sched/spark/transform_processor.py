@@ -234,8 +234,9 @@ class OrderedProcessor(StatefulProcessor):
     def _keep_timer(self, watermark: int, holds_state: bool) -> None:
         """One timer at ``watermark + 1`` while the group holds rows or open windows."""
         wanted = max(watermark, 0) + 1
-        for timer in list(self._handle.listTimers()):
+        timers = list(self._handle.listTimers())
+        for timer in timers:
             if timer > watermark and timer != wanted:  # expired ones Spark deletes itself
                 self._handle.deleteTimer(timer)
-        if holds_state:
+        if holds_state and wanted not in timers:  # Spark warns about a timer registered twice
             self._handle.registerTimer(wanted)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -87,14 +88,32 @@ def test_exhausted_input_finishes_and_never_moves_again(tmp_path) -> None:
     assert inputs.advance(stream, [], done, 0, "ts", "fail", True) is done
 
 
-def test_out_of_order_fail_names_input_position_and_both_ts(tmp_path) -> None:
-    table = pa.table({"ts": pa.array([1, 5, 3, 7], pa.int64())})
-    pq.write_table(table, tmp_path / "a.parquet")
-    stream = InputStream(2, str(tmp_path), "parquet", table.schema)
-    files = inputs.list_files(str(tmp_path))
-    with pytest.raises(OutOfOrderError, match="input 2 is out of order at position 2: ts 3 is "
-                                              "lower than the previous ts 5"):
-        inputs.advance(stream, files, Cursor(), 4, "ts", "fail", False)
+def two_files(directory, first: list[int], second: list[int]) -> list[str]:
+    """An input of two Parquet files holding the event times ``first`` and ``second``."""
+    for name, ts in (("a.parquet", first), ("b.parquet", second)):
+        pq.write_table(pa.table({"ts": pa.array(ts, pa.int64())}), directory / name)
+    return inputs.list_files(str(directory))
+
+
+def test_out_of_order_fail_names_input_directory_file_row_and_both_ts(tmp_path) -> None:
+    files = two_files(tmp_path, [1, 5], [6, 3, 7])
+    stream = InputStream(2, str(tmp_path), "parquet", pa.schema([("ts", pa.int64())]))
+    with pytest.raises(OutOfOrderError) as caught:
+        inputs.advance(stream, files, Cursor(), 5, "ts", "fail", False)
+    assert str(caught.value) == (
+        f"input 2 ({tmp_path}) is out of order in file {files[1]!r} at row 1 (0-based; "
+        f"position 3 of the input): ts 3 is lower than the previous ts 6 of the same input; "
+        f"sort the input by event time, or set outOfOrder=drop to drop such rows")
+
+
+def test_rows_read_from_a_cursor_name_the_row_within_its_file(tmp_path) -> None:
+    """The executor's read starts at the batch's cursor: rows count from there, not from 0."""
+    files = two_files(tmp_path, [1, 2, 3], [4, 6, 5, 7])
+    stream = InputStream(0, str(tmp_path), "parquet", pa.schema([("ts", pa.int64())]))
+    start, end = Cursor(files[0], 3, 3, 3), Cursor(files[1], 4, 7, 7)
+    with pytest.raises(OutOfOrderError, match=rf"in file {re.escape(repr(files[1]))} at row 2 "
+                                              rf"\(0-based; position 5 of the input\): ts 5"):
+        inputs.read_between(stream, files, start, end, "ts", "fail")
 
 
 def test_out_of_order_drop_keeps_seq_of_dropped_rows(tmp_path) -> None:

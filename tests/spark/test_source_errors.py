@@ -11,10 +11,12 @@ import logging
 import os
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spark_stream_sched import inputs
-from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.errors import ConfigError, FormatMismatchError, InputError
 from spark_stream_sched.inputs import Cursor, InputStream
 from spark_stream_sched.options.source import parse_options
 from spark_stream_sched.spark.datasource import OrderedAggDataSource
@@ -61,6 +63,39 @@ def test_truncated_parquet_file_names_input_file_and_remedy(tmp_path) -> None:
     assert message.startswith(f"input 1 ({tmp_path / 'in1'}): cannot read parquet file "
                               f"{files[1]!r}: Parquet magic bytes not found")
     assert "fix or replace the file" in message
+
+
+def unsorted_input(root) -> str:
+    """Inputs ``root/in0`` (sorted) and ``root/in1``, whose second file goes back in time."""
+    write_inputs(str(root), n_inputs=2, rows=60)
+    late = inputs.list_files(str(root / "in1"))[1]
+    table = pq.read_table(late)
+    ts = table.column("ts").to_pylist()
+    pq.write_table(table.set_column(0, "ts", pa.array([ts[0], ts[1], ts[0] - 5_000] + ts[3:],
+                                                      pa.int64())), late)
+    return late
+
+
+def test_out_of_order_names_input_directory_file_row_and_the_option(tmp_path) -> None:
+    late = unsorted_input(tmp_path)
+    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "state")))
+    with pytest.raises(InputError) as info:
+        reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    first = str(info.value).splitlines()[0]
+    assert first.startswith(f"input 1 ({tmp_path / 'in1'}) is out of order in file {late!r} at "
+                            f"row 2 (0-based; position ")
+    assert first.endswith(" of the same input; sort the input by event time, or set "
+                          "outOfOrder=drop to drop such rows")
+
+
+def test_csv_over_parquet_files_says_which_format_to_set(tmp_path) -> None:
+    write_inputs(str(tmp_path), n_inputs=2, rows=60)
+    first_file = inputs.list_files(str(tmp_path / "in0"))[0]
+    opts = source_options(str(tmp_path), 2, str(tmp_path / "state"), format="csv")
+    with pytest.raises(FormatMismatchError) as info:  # the schema is resolved on the driver
+        make_reader(opts)
+    assert str(info.value) == (f"file {first_file!r} is not CSV (it looks like Parquet); set "
+                               f"option format=parquet, or move the file out of the input")
 
 
 def test_path_option_points_at_inputs() -> None:
@@ -115,6 +150,31 @@ def test_truncated_input_file_fails_with_our_first_line(spark, tmp_path) -> None
     assert "InputError: input 1 (" in line
     assert "part-00001.parquet': Parquet magic bytes not found" in line
     assert "fix or replace the file" in line
+
+
+@pytest.mark.spark
+def test_out_of_order_input_fails_with_our_first_line(spark, tmp_path) -> None:
+    late = unsorted_input(tmp_path / "in")
+    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"))
+    line = first_line(start_query(spark, opts, str(tmp_path / "ckpt"), []))
+    assert f"OutOfOrderError: input 1 ({tmp_path / 'in' / 'in1'}) is out of order in file " \
+           f"{late!r} at row 2 (0-based; position " in line
+    assert line.endswith("or set outOfOrder=drop to drop such rows")
+
+
+@pytest.mark.spark
+def test_a_format_mismatch_fails_with_our_first_line(spark, tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"), n_inputs=2, rows=60, fmt="jsonl")
+    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"), format="parquet")
+    first_file = inputs.list_files(str(tmp_path / "in" / "in0"))[0]
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException) as info:  # the schema is resolved at load()
+        start_query(spark, opts, str(tmp_path / "ckpt"), [])
+    assert str(info.value).splitlines()[0] == (
+        f"[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: "
+        f"spark_stream_sched.errors.FormatMismatchError: file {first_file!r} is not Parquet (it "
+        f"looks like JSON lines); set option format=jsonl, or move the file out of the input")
 
 
 @pytest.mark.spark

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -122,12 +121,11 @@ def test_a_second_query_on_a_running_querys_state_location_is_refused(spark,
     finally:
         if running is not None:
             running.stop()
-    # Stopped, the location is free again: a restart on it in the same session runs.
-    started = time.monotonic()
+    # Stopped, the location is free again: a restart on it in the same session runs (a lock
+    # still held would fail it after the lock's wait, with the error above).
     again = start_query(spark, options, str(tmp_path / "ckpt-1"), sink, available_now=False)
     try:
         again.processAllAvailable()
         assert again.exception() is None
     finally:
         again.stop()
-    assert time.monotonic() - started < 60

@@ -26,15 +26,14 @@ removed.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from spark_stream_sched.errors import SparkStreamSchedError
+from spark_stream_sched.progress import format_line, source_versions, spark_figures
 from spark_stream_sched.runtime.state import batch_metrics
-from spark_stream_sched.spark.offsets import FORMAT, parse_offset, version_id
 
 log = logging.getLogger(__name__)
 
@@ -172,31 +171,13 @@ class OrderedAggProgress:
             found = batch_metrics.merge_batch(self.state_location, version, progress.batchId)
         if found is None:
             return None
-        return {**found, "query_name": progress.name,
-                "spark_input_rows": progress.numInputRows,
-                "spark_trigger_ms": progress.durationMs.get("triggerExecution")}
+        return {**found, **spark_figures(progress)}
 
     def _version(self, progress: Any) -> str | None:
         """State version at the end offset of this query's ordered-agg source, if any."""
-        for source in progress.sources:
-            try:
-                raw = json.loads(source.endOffset or "null")
-            except ValueError:
-                continue
-            if isinstance(raw, dict) and raw.get("format") == FORMAT:
-                offset = parse_offset(raw, len(raw.get("inputs") or []))
-                version = version_id(offset)
-                if batch_metrics.read_parts(self.state_location, version) or (
-                        batch_metrics.read_batch(self.state_location, progress.batchId)
-                        or {}).get("version") == version:
-                    return version
+        for version in source_versions(progress):
+            if batch_metrics.read_parts(self.state_location, version) or (
+                    batch_metrics.read_batch(self.state_location, progress.batchId)
+                    or {}).get("version") == version:
+                return version
         return None
-
-
-def format_line(figures: dict[str, Any]) -> str:
-    """One log line of a batch's figures."""
-    lag = figures.get("lag_ms")
-    return (f"ordered-agg batch {figures['batch_id']}: {figures['rows_read']:,} rows read, "
-            f"{figures['rows_released']:,} released, {figures['late_dropped']:,} late dropped, "
-            f"{figures['windows_out']:,} windows, state {figures['state_bytes']:,} B, "
-            f"lag {'-' if lag is None else f'{lag:,} ms'}, {figures['seconds']:.2f} s")

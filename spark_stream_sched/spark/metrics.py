@@ -21,6 +21,13 @@ every event posted so far, then removes the listener: removing it while an event
 its way — or letting the interpreter exit then — makes Spark log a ``Py4JNetworkException ...
 onQueryProgress`` traceback. An ``atexit`` hook does the same for a listener that was never
 removed.
+
+Over Spark Connect (pyspark 4.3) the listener runs in the client: the server streams its
+listener events to a client-side bus (``pyspark/sql/connect/streaming/query.py``,
+``StreamingQueryListenerBus``). The metrics files must then be readable by the client, and
+nothing can wait for the server's bus, so the last events may arrive after
+``awaitTermination()`` returned. :mod:`spark_stream_sched.progress` reads the same figures
+without a listener (docs/connect.md).
 """
 
 from __future__ import annotations
@@ -64,6 +71,15 @@ def drain_listener_bus(spark: Any, timeout_s: float = 30.0) -> bool:
                     str(exc).splitlines()[0])
         return False
     return True
+
+
+def _stopped(spark: Any) -> bool:
+    """True once ``spark`` is stopped (Spark Connect: its client is closed)."""
+    try:
+        context = spark.sparkContext
+    except AttributeError:  # Spark Connect has no SparkContext (PySparkAttributeError)
+        return bool(spark.is_stopped)
+    return getattr(context, "_jsc", None) is None
 
 
 class OrderedAggProgress:
@@ -129,8 +145,8 @@ class OrderedAggProgress:
             return
         self._added = False
         atexit.unregister(self.remove)
-        if getattr(self.spark.sparkContext, "_jsc", None) is None:
-            return  # session stopped: its listener bus is gone
+        if _stopped(self.spark):
+            return  # its listener bus is gone
         drain_listener_bus(self.spark, timeout_s)
         self.spark.streams.removeListener(self._listener)
 

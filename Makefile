@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-slow test-cluster test-compose lint bench clean
+.PHONY: demo test test-slow test-connect test-cluster test-compose lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -17,20 +17,26 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	@# compat: a plain path on sys.path, so pyspark finds the top-level pyspark_ordered_agg module
-	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e ".[test,bench]" --config-settings editable_mode=compat
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e ".[test,bench,connect]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
-# The default run (under ~10 min on 2 cores): everything but the tests marked slow.
+# The default run (under ~10 min on 2 cores): everything but the tests marked slow, and the
+# Spark Connect tests (they need a pytest process of their own: make test-connect).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not connect"
 
 # The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
 # Spark benchmark's smoke runs. CI runs them after `make test`.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# A real Spark Connect server started from the installed pyspark, used from a Connect client
+# (docs/connect.md); a pytest process of its own, since a process is either classic or Connect.
+test-connect: $(STAMP)
+	$(BIN)/python -m pytest -q -m connect tests/connect
 
 # Real Spark standalone cluster (master + 2 workers started from the installed pyspark).
 test-cluster: $(STAMP)

@@ -63,6 +63,11 @@ def register(spark: SparkSession) -> None:
     ``DefaultSource`` of the top-level module ``pyspark_ordered_agg`` by itself, and this does
     nothing (registering again makes Spark warn that a static registration was replaced);
     otherwise it registers :class:`~spark_stream_sched.spark.datasource.OrderedAggDataSource`.
+
+    Notes
+    -----
+    Over Spark Connect the format runs in the server's Python, which finds ``pyspark_ordered_agg``
+    there by itself; this checks only the client's installation (docs/connect.md).
     """
     import importlib.util
 

@@ -21,19 +21,25 @@ every event posted so far, then removes the listener: removing it while an event
 its way — or letting the interpreter exit then — makes Spark log a ``Py4JNetworkException ...
 onQueryProgress`` traceback. An ``atexit`` hook does the same for a listener that was never
 removed.
+
+Over Spark Connect (pyspark 4.3) the listener runs in the client: the server streams its
+listener events to a client-side bus (``pyspark/sql/connect/streaming/query.py``,
+``StreamingQueryListenerBus``). The metrics files must then be readable by the client, and
+nothing can wait for the server's bus, so the last events may arrive after
+``awaitTermination()`` returned. :mod:`spark_stream_sched.progress` reads the same figures
+without a listener (docs/connect.md).
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from spark_stream_sched.errors import SparkStreamSchedError
-from spark_stream_sched.inputs.offsets import FORMAT, parse_offset, version_id
+from spark_stream_sched.progress import format_line, source_versions, spark_figures
 from spark_stream_sched.runtime.state import batch_metrics
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,15 @@ def drain_listener_bus(spark: Any, timeout_s: float = 30.0) -> bool:
                     str(exc).splitlines()[0])
         return False
     return True
+
+
+def _stopped(spark: Any) -> bool:
+    """True once ``spark`` is stopped (Spark Connect: its client is closed)."""
+    try:
+        context = spark.sparkContext
+    except AttributeError:  # Spark Connect has no SparkContext (PySparkAttributeError)
+        return bool(spark.is_stopped)
+    return getattr(context, "_jsc", None) is None
 
 
 class OrderedAggProgress:
@@ -130,8 +145,8 @@ class OrderedAggProgress:
             return
         self._added = False
         atexit.unregister(self.remove)
-        if getattr(self.spark.sparkContext, "_jsc", None) is None:
-            return  # session stopped: its listener bus is gone
+        if _stopped(self.spark):
+            return  # its listener bus is gone
         drain_listener_bus(self.spark, timeout_s)
         self.spark.streams.removeListener(self._listener)
 
@@ -172,31 +187,13 @@ class OrderedAggProgress:
             found = batch_metrics.merge_batch(self.state_location, version, progress.batchId)
         if found is None:
             return None
-        return {**found, "query_name": progress.name,
-                "spark_input_rows": progress.numInputRows,
-                "spark_trigger_ms": progress.durationMs.get("triggerExecution")}
+        return {**found, **spark_figures(progress)}
 
     def _version(self, progress: Any) -> str | None:
         """State version at the end offset of this query's ordered-agg source, if any."""
-        for source in progress.sources:
-            try:
-                raw = json.loads(source.endOffset or "null")
-            except ValueError:
-                continue
-            if isinstance(raw, dict) and raw.get("format") == FORMAT:
-                offset = parse_offset(raw, len(raw.get("inputs") or []))
-                version = version_id(offset)
-                if batch_metrics.read_parts(self.state_location, version) or (
-                        batch_metrics.read_batch(self.state_location, progress.batchId)
-                        or {}).get("version") == version:
-                    return version
+        for version in source_versions(progress):
+            if batch_metrics.read_parts(self.state_location, version) or (
+                    batch_metrics.read_batch(self.state_location, progress.batchId)
+                    or {}).get("version") == version:
+                return version
         return None
-
-
-def format_line(figures: dict[str, Any]) -> str:
-    """One log line of a batch's figures."""
-    lag = figures.get("lag_ms")
-    return (f"ordered-agg batch {figures['batch_id']}: {figures['rows_read']:,} rows read, "
-            f"{figures['rows_released']:,} released, {figures['late_dropped']:,} late dropped, "
-            f"{figures['windows_out']:,} windows, state {figures['state_bytes']:,} B, "
-            f"lag {'-' if lag is None else f'{lag:,} ms'}, {figures['seconds']:.2f} s")

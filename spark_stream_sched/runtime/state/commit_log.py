@@ -104,7 +104,8 @@ def owner_record(checkpoint_location: str | None, output_path: str,
             "output_path": os.path.abspath(output_path), "fingerprint": fingerprint}
 
 
-def _read_owner(path: Path) -> dict[str, Any]:
+def read_owner(path: Path) -> dict[str, Any]:
+    """The owner record at ``path`` (StateError when it is damaged or foreign)."""
     owner = read_record(str(path), "ordered-agg sink owner record",
                         "restore it or use a new stateLocation")
     if owner.get("format") != OWNER_FORMAT:
@@ -151,7 +152,7 @@ def claim(location: str, mine: dict[str, Any], has_foreign_output: bool) -> bool
 def check_owner(location: str, mine: dict[str, Any]) -> None:
     """Refuse to use ``location`` unless ``mine`` matches its owner record."""
     path = Path(location) / OWNER_FILE
-    owner = _read_owner(path)
+    owner = read_owner(path)
     for field in IDENTITY_FIELDS:
         recorded, now = owner.get(field), mine.get(field)
         if recorded is not None and recorded != now:

@@ -1,0 +1,145 @@
+"""Progress of ``ordered-agg`` queries read from their files: any client, no listener, no pyspark.
+
+The source writes one metrics file per micro-batch under its ``stateLocation``
+(:mod:`~spark_stream_sched.runtime.state.batch_metrics`) and the sink one commit marker per
+micro-batch under its own (:mod:`~spark_stream_sched.runtime.state.commit_log`). The functions
+here read them — after a query, or while it runs — and, given Spark's progress of the same query
+(``query.recentProgress``, which a Spark Connect client fetches from the server), add Spark's
+figures of each batch::
+
+    query = (spark.readStream.format("ordered-agg").options(**opts).load()
+             .writeStream.format("parquet")...trigger(availableNow=True).start())
+    query.awaitTermination()
+    for batch in source_progress(opts["stateLocation"], query.recentProgress):
+        print(format_line(batch))
+
+Unlike :class:`~spark_stream_sched.spark.metrics.OrderedAggProgress` (a
+``StreamingQueryListener``, whose events arrive asynchronously), nothing here waits for an event:
+once ``awaitTermination()`` has returned, every batch's files are complete. The files must be
+readable where this runs: on the driver's machine, on the machine of a Spark Connect server, or
+on a file system they share with the client (docs/connect.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from spark_stream_sched.inputs.offsets import FORMAT, parse_offset, version_id
+from spark_stream_sched.runtime.state import batch_metrics, commit_log
+
+#: Commit-marker fields that are the sink's bookkeeping, not progress (schema, file names, ...).
+_SINK_INTERNAL = ("checksum", "fingerprint", "format_version", "groups", "last_rows_at", "schema",
+                  "ts_is_timestamp", "version")
+
+
+def source_progress(state_location: str, spark_progress: Iterable[Any] = (),
+                    after: int | None = None) -> list[dict[str, Any]]:
+    """The ``ordered-agg`` source's figures of every kept batch, in batch order.
+
+    Parameters
+    ----------
+    state_location
+        The source's ``stateLocation`` option.
+    spark_progress
+        Spark's ``StreamingQueryProgress`` objects of the same query (``query.recentProgress``,
+        or events a listener collected); a batch whose Spark progress has this source's end
+        offset gets ``query_name``, ``spark_input_rows`` (``numInputRows``: the windows the
+        source emitted) and ``spark_trigger_ms``. Progress of other queries is ignored.
+    after
+        Only batches with a larger batch id (to follow a running query).
+
+    Returns
+    -------
+    list of dict
+        One dict per batch (keys in docs/source.md "Metrics"); the last batch of a finished
+        ``Trigger.AvailableNow`` run is included although Spark has not committed it yet.
+    """
+    spark = {version: p for p in spark_progress for version in source_versions(p)}
+    batches = [b for b in batch_metrics.read_batches(state_location)
+               if after is None or b["batch_id"] > after]
+    for batch in batches:
+        progress = spark.get(batch["version"])
+        if progress is not None and progress.batchId == batch["batch_id"]:
+            batch.update(spark_figures(progress))
+    return batches
+
+
+def sink_progress(state_location: str, spark_progress: Iterable[Any] = (),
+                  after: int | None = None) -> list[dict[str, Any]]:
+    """The ``ordered-agg`` sink's committed batches, in commit order (``final`` last).
+
+    Parameters
+    ----------
+    state_location
+        The sink's ``stateLocation`` option (default ``<checkpointLocation>/ordered-agg-sink``).
+    spark_progress
+        Spark's ``StreamingQueryProgress`` objects of the query; those whose query id is the
+        one the sink recorded add Spark's figures of their batch, as in
+        :func:`source_progress`.
+    after
+        Only batches with a larger batch id (``final`` counts as the last batch id + 1).
+
+    Returns
+    -------
+    list of dict
+        Per committed batch: ``batch_id`` (an int, or ``"final"`` for :func:`finish_sink
+        <spark_stream_sched.spark.sink.finish_sink>`), ``rows_in``, ``rows_out``, ``output``
+        (the Parquet file written, or None), ``ready_bound``, ``input_max``, ``finished``,
+        ``dropped``, and where the work ran (``tasks``, ``groups_on_driver``, ...).
+    """
+    owner = _sink_query_id(state_location)
+    spark = {p.batchId: p for p in spark_progress if owner is not None and str(p.id) == owner}
+    out = []
+    for record in commit_log.read_markers(state_location):
+        if after is not None and int(record.get("order", 0)) <= after:
+            continue
+        figures = {k: v for k, v in record.items() if k not in _SINK_INTERNAL}
+        progress = spark.get(record["batch_id"])
+        if progress is not None:
+            figures.update(spark_figures(progress))
+        out.append(figures)
+    return out
+
+
+def source_versions(progress: Any) -> list[str]:
+    """State versions at the end offsets of the ``ordered-agg`` sources of ``progress``.
+
+    A query may read several ``ordered-agg`` sources (each with its own ``stateLocation``);
+    the version tells which of them a metrics file belongs to.
+    """
+    versions = []
+    for source in progress.sources:
+        try:
+            raw = json.loads(source.endOffset or "null")
+        except ValueError:
+            continue
+        if isinstance(raw, dict) and raw.get("format") == FORMAT:
+            versions.append(version_id(parse_offset(raw, len(raw.get("inputs") or []))))
+    return versions
+
+
+def spark_figures(progress: Any) -> dict[str, Any]:
+    """Spark's figures of one batch: query name, input rows, trigger time (ms)."""
+    return {"query_name": progress.name, "spark_input_rows": progress.numInputRows,
+            "spark_trigger_ms": progress.durationMs.get("triggerExecution")}
+
+
+def _sink_query_id(state_location: str) -> str | None:
+    """The Spark query id the sink recorded as the owner of ``state_location`` (None: none)."""
+    path = Path(state_location) / commit_log.OWNER_FILE
+    if not path.exists():
+        return None
+    value = commit_log.read_owner(path).get("query_id")
+    return value if isinstance(value, str) else None
+
+
+def format_line(figures: dict[str, Any]) -> str:
+    """One log line of a source batch's figures."""
+    lag = figures.get("lag_ms")
+    return (f"ordered-agg batch {figures['batch_id']}: {figures['rows_read']:,} rows read, "
+            f"{figures['rows_released']:,} released, {figures['late_dropped']:,} late dropped, "
+            f"{figures['windows_out']:,} windows, state {figures['state_bytes']:,} B, "
+            f"lag {'-' if lag is None else f'{lag:,} ms'}, {figures['seconds']:.2f} s")

@@ -123,7 +123,7 @@ class ValueStateStore:
                 f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
                 f"the state would mix two queries; restart with a new checkpointLocation")
         rows = from_ipc(bytes(pending))
-        if rows.schema != self._rows_schema:
+        if _columns(rows.schema) != _columns(self._rows_schema):
             raise StateError(
                 f"ordered(): the pending rows in this query's checkpoint have the columns "
                 f"{rows.schema.names}, this query keeps {self._rows_schema.names}: the state "
@@ -240,3 +240,8 @@ class OrderedProcessor(StatefulProcessor):
                 self._handle.deleteTimer(timer)
         if holds_state and wanted not in timers:  # Spark warns about a timer registered twice
             self._handle.registerTimer(wanted)
+
+
+def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
+    """Names and types (nullability differs between Spark's schema and Arrow IPC's)."""
+    return [(f.name, f.type) for f in schema]

@@ -4,9 +4,9 @@ Joins the N inputs ``0 .. N-1`` of the merge (``N`` = the positional argument, 2
 2; a tuple of an input ``>= N`` is refused) on the query's key columns, ``A ⋈ B ⋈ C ...``:
 
 * a *result* combines one tuple of **every** input, all with equal keys (a null in any key column
-  never matches: such tuples are neither stored nor probed; keys compare as in
-  :func:`~spark_stream_sched.runtime.keys.key_hash`, i.e. by a 64-bit stable hash: two
-  distinct keys collide with probability about 2**-64, as in ``dedup``);
+  never matches: such tuples are neither stored nor probed; key values compare as in
+  :func:`~spark_stream_sched.runtime.keys.key_ids`, ``-0.0`` equal to ``0.0`` and NaN to NaN;
+  the key's stable hash only picks the partition group and narrows the probe);
 * windowed (``within=W``), all its tuples' event times satisfy ``max ts - min ts < W``; without
   ``within`` the inputs are joined whole (finite inputs);
 * it is emitted when its **last** tuple in the total order ``(ts, input, seq)`` arrives -- the
@@ -91,6 +91,7 @@ from spark_stream_sched.runtime.keyed.join_state import (
 )
 from spark_stream_sched.runtime.keyed.join_transfer import GroupState, give_state, take_state
 from spark_stream_sched.runtime.keyed.stage import StageSpec
+from spark_stream_sched.runtime.keys import key_ids
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, event_times
 from spark_stream_sched.runtime.state.snapshot import decode, encode
 
@@ -219,7 +220,7 @@ class Join(KeyedOperator):
         full order keys, for the reorder buffer).
         """
         memory, ms = group.memory, column(packet, MS, np.int64)
-        if memory.num_rows:
+        if memory.num_rows:  # equal hashes: a superset of the equal keys (match compares values)
             useful = member(column(memory, KEY, np.uint64),
                             np.unique(column(packet, KEY, np.uint64)))
             if self.within is not None:
@@ -326,8 +327,9 @@ class Join(KeyedOperator):
     # -- results ------------------------------------------------------------------------------
 
     def _match(self, universe: pa.Table, probes: np.ndarray) -> Matches:
-        return match(column(universe, KEY, np.uint64), column(universe, INPUT_COL, np.int64),
-                     column(universe, MS, np.int64), probes, self.n_inputs, self.within)
+        ids = key_ids(universe, self.key_columns, column(universe, KEY, np.uint64))
+        return match(ids, column(universe, INPUT_COL, np.int64), column(universe, MS, np.int64),
+                     probes, self.n_inputs, self.within)
 
     def _results(self, universe: pa.Table, found: Matches,
                  keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:

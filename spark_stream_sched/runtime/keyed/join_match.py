@@ -59,7 +59,9 @@ def match(keys: np.ndarray, inputs: np.ndarray, ms: np.ndarray, probes: np.ndarr
     Parameters
     ----------
     keys
-        Key hash of every universe tuple (uint64; tuples with a null key are never in it).
+        Key id of every universe tuple: non-negative, below the universe's size, equal iff the
+        key values are equal (:func:`~spark_stream_sched.runtime.keys.key_ids`; never a hash,
+        which distinct keys may share); tuples with a null key are never in the universe.
     inputs
         Input number ``0 .. n_inputs-1`` of every universe tuple.
     ms
@@ -79,8 +81,7 @@ def match(keys: np.ndarray, inputs: np.ndarray, ms: np.ndarray, probes: np.ndarr
     size = len(keys)
     if size == 0 or len(probes) == 0:
         return Matches(np.empty(0, np.int64), [np.empty(0, np.int64)] * n_inputs)
-    _, kid = np.unique(keys, return_inverse=True)
-    code = np.asarray(kid, np.int64).reshape(-1) * n_inputs + inputs.astype(np.int64)
+    code = np.asarray(keys, np.int64) * n_inputs + inputs.astype(np.int64)
     order = np.argsort(code, kind="stable")
     span = size + 1
     composite = code[order] * span + order  # ascending: (key, input, position)

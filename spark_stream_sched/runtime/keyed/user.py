@@ -55,10 +55,20 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
-from spark_stream_sched.runtime.keyed.groups import KEY, KeyGroups
+from spark_stream_sched.runtime.keyed.groups import (
+    STATE_FORMAT,
+    KeyGroups,
+    check_format,
+    column,
+    key_fields,
+    lookup,
+    merge_state,
+    take,
+)
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.state.snapshot import decode, encode
@@ -172,7 +182,8 @@ class UserFunction(KeyedOperator):
         self._carried = list(dict.fromkeys(carried))
         self._schema = pa.schema([input_schema.field(n) for n in self._carried]
                                  + list(self.function.output_schema))
-        self._states: dict[int, str] = {}
+        self._states = pa.schema([*key_fields(input_schema, key_columns),
+                                  ("state", pa.string())]).empty_table()
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -182,18 +193,21 @@ class UserFunction(KeyedOperator):
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Call the function once per key of ``rows``; return its rows in producing order."""
         groups = KeyGroups.of(rows, self.key_columns)
-        outputs, producers, states = [], [], {}
+        slot = lookup(self._states, groups)
+        carried = take(column(self._states, "state"), slot).to_pylist()
+        outputs, producers, states = [], [], []
         for g in range(len(groups)):  # one call per distinct key, as the contract says
             index = groups.rows(g)
             part = rows.take(pa.array(index))
             key = tuple(part.column(name)[0].as_py() for name in self.key_columns)
-            hashed = int(groups.hashes[g])
-            state = json.loads(self._states.get(hashed, self.function.initial_state))
+            state = json.loads(carried[g] if slot[g] >= 0 else self.function.initial_state)
             output, produced_by = self._call(key, part, state)
-            states[hashed] = self._stored(key, state)
+            states.append(self._stored(key, state))
             outputs.append(output)
             producers.append(index[produced_by])
-        self._states.update(states)
+        if states:
+            new = groups.keys.append_column("state", pa.array(states, pa.string()))
+            self._states = merge_state(self._states, new, slot[slot >= 0])
         if not outputs:
             return self._schema.empty_table()
         producer = np.concatenate(producers)
@@ -247,29 +261,30 @@ class UserFunction(KeyedOperator):
 
     def snapshot(self) -> bytes:
         """The import path, schemas and every key's state as JSON text (never pickle)."""
-        hashes = sorted(self._states)
         tables = {
             "__schema": self.input_schema.empty_table(),
             "__output": self.function.output_schema.empty_table(),
-            "udf": pa.table({KEY: pa.array(hashes, pa.uint64()),
-                             "state": pa.array([self._states[h] for h in hashes], pa.string())}),
+            "udf": self._states,
         }
-        meta = {"path": self.path, "keys": self.key_columns, "ts": self.ts_column}
+        meta = {"path": self.path, "keys": self.key_columns, "ts": self.ts_column,
+                "format": STATE_FORMAT}
         return encode("keyed.udf", meta, tables)
 
     @classmethod
     def restore(cls, data: bytes) -> KeyedOperator:
         """Import the function again and adopt the states (StateError if they do not fit)."""
         meta, tables = decode(data, "keyed.udf")
+        check_format(meta, cls.name)
         try:
             op = cls(StageSpec(cls.name, (str(meta["path"]),)), tables["__schema"].schema,
                      list(meta["keys"]), str(meta["ts"]))
             if not tables["__output"].schema.equals(op.function.output_schema):
                 raise StateError(f"the output_schema of {op.path!r} changed since the snapshot "
                                  f"was taken; restore with the function it was written by")
-            states = tables["udf"]
-            op._states = dict(zip(states.column(KEY).to_pylist(),
-                                  states.column("state").to_pylist(), strict=True))
+            if not tables["udf"].schema.equals(op._states.schema):
+                raise StateError("the per-key state table has another schema than the query's "
+                                 "key columns give")
+            op._states = tables["udf"]
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"snapshot of operator 'udf' does not match its format ({exc})"
                              ) from exc
@@ -278,4 +293,4 @@ class UserFunction(KeyedOperator):
     @property
     def state_bytes(self) -> int:
         """Bytes of JSON state held."""
-        return sum(len(text) for text in self._states.values())
+        return int(pc.sum(pc.binary_length(self._states.column("state"))).as_py() or 0)

@@ -220,3 +220,27 @@ def test_keyed_ops_refuse_a_scheduler_that_is_not_multicore(tmp_path: Path, caps
                "--scheduler", "fifo", "--out", str(tmp_path / "o.parquet"))
     assert code == 2
     assert "use one of qst, lp, et, ct" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("n_inputs", "op", "fix"), [
+    (2, "join(3)", "write join(2, ...)"),
+    (2, "join(4, within=5 seconds)", "write join(2, ...)"),
+    (1, "join(2)", "a join needs at least 2 inputs"),
+])
+def test_a_join_of_more_inputs_than_the_query_has_is_refused(tmp_path: Path, capsys,
+                                                             n_inputs: int, op: str,
+                                                             fix: str) -> None:
+    """Without the check a join(3) over 2 inputs wrote 0 rows and exited 0."""
+    dirs = [write_dir(t, tmp_path / f"in{j}") for j, t in enumerate([A, B][:n_inputs])]
+    out = tmp_path / "o.parquet"
+    code = cli("aggregate", *[x for d in dirs for x in ("--input", d)], "--key", "meter",
+               "--op", op, "--out", str(out))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    n = op[5]
+    assert f"operator 'join({n}" in err
+    assert f"joins {n} inputs" in err
+    assert f"the query has {n_inputs} input" in err
+    assert fix in err
+    assert not out.exists()

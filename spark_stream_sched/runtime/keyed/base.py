@@ -75,6 +75,14 @@ class KeyedOperator(ABC):
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Consume the next released rows; return the outputs they (and ``bound``) produce."""
 
+    @classmethod
+    def check_query_inputs(cls, stage: StageSpec, n_inputs: int) -> None:
+        """ConfigError naming ``stage`` if it cannot work over a query of ``n_inputs`` inputs.
+
+        Called when a query is defined; most operators read any number of inputs.
+        """
+        return None
+
     def output_bound(self, bound: int | None) -> int | None:
         """Ready bound for the next stage after :meth:`update` (``bound``, unless rows wait).
 

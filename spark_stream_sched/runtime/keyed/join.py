@@ -77,6 +77,7 @@ from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, 
 from spark_stream_sched.runtime.keyed.join_match import ordered_results as ordered
 from spark_stream_sched.runtime.keyed.join_spec import (
     check_inputs,
+    check_query_inputs,
     join_output_schema,
     parse_join,
     route,
@@ -165,6 +166,11 @@ class Join(KeyedOperator):
         self._bound: int | None = None
         self.pushes = 0
         self.cleanups = 0
+
+    @classmethod
+    def check_query_inputs(cls, stage: StageSpec, n_inputs: int) -> None:
+        """ConfigError naming ``stage`` if it joins more inputs than the query has."""
+        check_query_inputs(stage, n_inputs)
 
     @property
     def output_schema(self) -> pa.Schema:

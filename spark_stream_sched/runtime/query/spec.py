@@ -100,7 +100,12 @@ class QuerySpec:
             raise ConfigError(f"keyColumns {list(self.key_columns)} names a column twice")
 
     def _check_shape(self, stages: list[StageSpec]) -> None:
-        """A window needs aggregates; no window needs operators that give the result."""
+        """A window needs aggregates; no window needs operators that give the result.
+
+        Every operator must fit the query's inputs (a join of more inputs than it has).
+        """
+        for stage in stages:
+            operator_class(stage.name).check_query_inputs(stage, self.n_inputs)
         if self.window_ms:
             if not self.aggregates:
                 raise ConfigError("a window needs at least one aggregate (option aggregates)")

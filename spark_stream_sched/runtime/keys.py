@@ -198,13 +198,26 @@ def equal_keys(left: pa.Table, right: pa.Table) -> np.ndarray:
     """
     same = np.ones(left.num_rows, dtype=bool)
     for a, b in zip(left.columns, right.columns, strict=True):
-        a, b = canonical(a), canonical(b)
-        equal = pc.equal(a, b).fill_null(False)  # -0.0 == 0.0 already; NaN != NaN here
-        if pa.types.is_floating(a.type):
-            equal = pc.or_(equal, pc.and_(pc.is_nan(a), pc.is_nan(b)).fill_null(False))
-        same &= np.asarray(pc.or_(equal, pc.and_(a.is_null(), b.is_null())).to_numpy(
-            zero_copy_only=False), dtype=bool)
+        same &= _equal_values(a, b)
     return same
+
+
+def _equal_values(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Element-wise key equality of two columns (see :func:`equal_keys`)."""
+    a, b = (x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x for x in (a, b))
+    a, b = (x.cast(x.type.value_type) if pa.types.is_dictionary(x.type) else x for x in (a, b))
+    kind = a.type
+    if not a.null_count and not b.null_count and (
+            pa.types.is_integer(kind) or pa.types.is_floating(kind)):  # NumPy: no Arrow calls
+        x, y = a.to_numpy(), b.to_numpy()
+        same = np.asarray(x == y, dtype=bool)  # -0.0 == 0.0
+        return same | (np.isnan(x) & np.isnan(y)) if pa.types.is_floating(kind) else same
+    a, b = canonical(a), canonical(b)
+    equal = pc.equal(a, b).fill_null(False)  # NaN != NaN here
+    if pa.types.is_floating(kind):
+        equal = pc.or_(equal, pc.and_(pc.is_nan(a), pc.is_nan(b)).fill_null(False))
+    both_null = pc.and_(a.is_null(), b.is_null())
+    return np.asarray(pc.or_(equal, both_null).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def assign_to_partition_group(key_hashes: np.ndarray, n_groups: int) -> np.ndarray:

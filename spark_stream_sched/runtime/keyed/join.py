@@ -52,6 +52,9 @@ Arrow byte counts).
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict
+
 import numpy as np
 import pyarrow as pa
 
@@ -78,6 +81,7 @@ from spark_stream_sched.runtime.keyed.join_spec import (
     route,
 )
 from spark_stream_sched.runtime.keyed.join_state import (
+    JoinCounts,
     PartitionGroup,
     SpillStore,
     choose_pushes,
@@ -153,8 +157,7 @@ class Join(GroupTransfer, KeyedOperator):
         self._held = HeldResults(self._output, self.n_inputs, self._spill)
         self._now: int | None = None
         self._bound: int | None = None
-        self.pushes = 0
-        self.cleanups = 0
+        self.counts = JoinCounts()
 
     @classmethod
     def check_query_inputs(cls, stage: StageSpec, n_inputs: int) -> None:
@@ -231,11 +234,16 @@ class Join(GroupTransfer, KeyedOperator):
         """Disk adaptation (seed 003 §4.3) when the memory part exceeds the budget."""
         if self.memory_budget is None:
             return
-        if self._held.size and self.state_bytes > self.memory_budget:
-            self._held.push()  # held results are only read at release: they go first
+        self._push_held()  # held results are only read at release: they go first
         for group in choose_pushes(self._groups, self.memory_budget, self.push_fraction,
                                    self._now, self.inactive_after):
             self.push_group(group.gid)
+
+    def _push_held(self) -> None:
+        """Write the held results to disk if the memory-resident state exceeds the budget."""
+        if self.memory_budget is not None and self._held.size and (
+                self.state_bytes > self.memory_budget):
+            self.counts.held_pushed_bytes += self._held.push()
 
     def push_group(self, gid: int) -> int:
         """Push group ``gid``'s memory part to disk now (a plan's push, §4.3); bytes pushed."""
@@ -246,7 +254,8 @@ class Join(GroupTransfer, KeyedOperator):
             floor = max(v for v in (last, self._now, self._bound) if v is not None)
             group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
             group.memory = self._stored.empty_table()
-            self.pushes += 1
+            self.counts.pushes += 1
+            self.counts.pushed_bytes += size
         return size
 
     # -- clean-up stage (seed 003 §4.2, Eq. 1): :mod:`.cleanup` -------------------------------
@@ -254,17 +263,32 @@ class Join(GroupTransfer, KeyedOperator):
     def _clean_up(self, group: PartitionGroup, closed: int | None = None
                   ) -> tuple[pa.Table, np.ndarray]:
         """Output rows and order keys of the missing results of the first ``closed`` (all)."""
-        closed = len(group.generations) if closed is None else closed
+        start, closed = time.perf_counter(), len(group.generations) if closed is None else closed
         universe, found = clean_up_group(group, self._spill, self._stored, closed, self.shape)
-        self.cleanups += 1
-        return self._results(universe, found, order_keys(universe, found, MS))
+        out = self._results(universe, found, order_keys(universe, found, MS))
+        self.counts.cleanups += 1
+        self.counts.cleanup_results += len(found)
+        self.counts.cleanup_seconds += time.perf_counter() - start
+        return out
 
     def finish(self) -> pa.Table:
-        """End of input: clean up every group that still has generations on disk."""
-        cleaned = [self._clean_up(g) for g in self._groups if g.generations]
-        out = self._held.release(cleaned, None) if self.ordered else ordered(cleaned, self._output)
+        """End of input: clean up the groups with generations on disk, one group at a time.
+
+        A group's generations are read back, its missing results are held (written to disk with
+        the other held results when the state exceeds the budget) and its files deleted before
+        the next group is read: memory holds one group's state, not all that was spilled. Then
+        every held result leaves, in order (unordered: each group's results in turn).
+        """
+        out = []
+        for group in (g for g in self._groups if g.generations):
+            if self.ordered:
+                self._held.hold([self._clean_up(group)])
+                self._push_held()
+            else:
+                out.append(ordered([self._clean_up(group)], self._output))
+        out.append(self._held.release([], None))
         self._spill.close()
-        return out
+        return pa.concat_tables([self._output.empty_table(), *out])
 
     def _results(self, universe: pa.Table, found: Matches,
                  keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:
@@ -281,6 +305,16 @@ class Join(GroupTransfer, KeyedOperator):
     def spilled_bytes(self) -> int:
         """Bytes of state on disk (generations and held results), as they took in memory."""
         return sum(x.size for g in self._groups for x in g.generations) + self._held.spilled_bytes
+
+    @property
+    def stats(self) -> dict[str, int | float]:
+        """:class:`~.join_state.JoinCounts` and the bytes now on disk, as plain values."""
+        return {**asdict(self.counts), "spilled_bytes": self.spilled_bytes}
+
+    @property
+    def pushes(self) -> int:
+        """Generations written so far (``stats["pushes"]``)."""
+        return self.counts.pushes
 
     @property
     def state_bytes(self) -> int:

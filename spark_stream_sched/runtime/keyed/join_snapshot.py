@@ -9,12 +9,13 @@ whole state. Never pickle: :func:`~spark_stream_sched.runtime.state.snapshot.enc
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.runtime.keyed.join_state import fold_groups, unfold_groups
+from spark_stream_sched.runtime.keyed.join_state import JoinCounts, fold_groups, unfold_groups
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.state.snapshot import decode, encode
 
@@ -33,7 +34,7 @@ def snapshot_join(op: Join) -> bytes:
         "keys": op.key_columns, "ts": op.ts_column, "aggregates": list(op.aggregates),
         "budget": op.memory_budget, "spill_dir": op.spill_dir, "n_groups": op.n_groups,
         "fraction": op.push_fraction, "inactive_after": op.inactive_after,
-        "now": op._now, "pushes": op.pushes, "cleanups": op.cleanups,
+        "now": op._now, "counts": asdict(op.counts),
         "groups": groups, "ordered": op.ordered, "bound": op._bound, "held": held,
     }
     return encode(KIND, meta, {"schema": op.input_schema.empty_table(), **tables})
@@ -58,7 +59,8 @@ def _rebuild(cls: type[Join], meta: dict[str, Any], tables: dict[str, pa.Table])
              push_fraction=float(meta["fraction"]), inactive_after=meta["inactive_after"],
              ordered=bool(meta.get("ordered", False)))
     op._now, op._bound = meta["now"], meta.get("bound")
-    op.pushes, op.cleanups = meta["pushes"], meta["cleanups"]
+    counts = meta.get("counts") or {"pushes": meta["pushes"], "cleanups": meta["cleanups"]}
+    op.counts = JoinCounts(**counts)  # older snapshots kept only the two counters
     unfold_groups(op._groups, op._spill, op._stored, meta["groups"], tables)
     if "held" in tables:
         op._held.unfold(meta["held"], tables["held"])

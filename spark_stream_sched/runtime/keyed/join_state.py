@@ -62,6 +62,23 @@ class Generation:
     size: int = 0
 
 
+@dataclass
+class JoinCounts:
+    """What the join's disk adaptation and clean-up stage did (:attr:`~.join.Join.stats`).
+
+    ``pushed_bytes`` are the generations' bytes as they took in memory (``P_s`` at each push);
+    ``held_pushed_bytes`` those of held results written by the reorder buffer;
+    ``cleanup_seconds`` is wall time (a figure, never a decision).
+    """
+
+    pushes: int = 0
+    pushed_bytes: int = 0
+    held_pushed_bytes: int = 0
+    cleanups: int = 0
+    cleanup_results: int = 0
+    cleanup_seconds: float = 0.0
+
+
 def arrow_bytes(table: pa.Table) -> int:
     """Bytes of ``table``'s Arrow buffers in the canonical layout.
 

@@ -11,6 +11,7 @@ multiset: no result lost, none twice.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Any
 
@@ -20,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.runtime.keyed.cleanup import missing_results
+from spark_stream_sched.runtime.keyed.join import Join
 from spark_stream_sched.runtime.keyed.join_match import MS, JoinShape
+from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.testing.join_reference import reference_join
 
@@ -125,3 +128,48 @@ def test_only_results_with_their_earliest_tuple_in_a_closed_generation() -> None
     got = found_ids(universe, found.partners)
     assert all(min(r) < 2 and max(r) >= 2 for r in got)  # earliest in epoch 0, not within it
     assert sorted(got) == [(0, 3), (0, 5), (2, 1), (4, 1)]
+
+
+def test_finish_cleans_up_one_group_at_a_time_and_reports_its_figures(tmp_path) -> None:
+    """Unwindowed, budget 0: every update pushes every group; finish() reads a group's
+    generations back only after the previous group's files are deleted and its results held
+    (written to disk, over the budget), and the output is still the oracle's, in order."""
+    rows = pa.Table.from_pylist(
+        [{"ts": t, INPUT_COL: i, SEQ_COL: t, "k": f"k{t % 7}", "g": 0, "v": 0.0,
+          "id": 2 * t + i} for t in range(40) for i in (0, 1)], schema=SCHEMA)
+    op = Join(StageSpec("join", ("2",)), SCHEMA, ["k"], "ts", memory_budget=0,
+              spill_dir=str(tmp_path), n_groups=4)
+    out = [op.update(rows.slice(start, 10), int(rows.column("ts")[start + 9].as_py()) + 1)
+           for start in range(0, rows.num_rows, 10)]
+    on_disk = sum(x.size for g in op._groups for x in g.generations)
+    before = dict(op.stats)
+    assert before["pushes"] == sum(len(g.generations) for g in op._groups) > 4
+    assert before["pushed_bytes"] == on_disk  # unwindowed: every pushed tuple is still there
+    events: list[tuple[str, int]] = []
+    read, delete = op._spill.read, op._spill.delete
+
+    def reading(generation: Any, schema: pa.Schema) -> pa.Table:
+        events.append(("read", int(os.path.basename(generation.path)[6:10])))
+        return read(generation, schema)
+
+    def deleting(generation: Any) -> None:
+        path = generation if isinstance(generation, str) else generation.path
+        name = os.path.basename(path)
+        events.append(("delete", int(name[6:10]) if name.startswith("group-") else -1))
+        delete(generation)
+
+    op._spill.read, op._spill.delete = reading, deleting  # type: ignore[method-assign]
+    out.append(op.finish())
+    groups = [gid for kind, gid in events if kind == "read"]
+    assert groups == sorted(groups)  # group after group
+    for gid in set(groups):  # every file of a group is deleted before the next group is read
+        last_delete = max(i for i, e in enumerate(events) if e == ("delete", gid))
+        later_reads = [i for i, e in enumerate(events) if e[0] == "read" and e[1] > gid]
+        assert not later_reads or last_delete < min(later_reads)
+    assert op.stats["held_pushed_bytes"] > before["held_pushed_bytes"]  # held, over budget
+    assert op.stats["cleanups"] == before["cleanups"] + len(set(groups))
+    assert op.stats["cleanup_seconds"] > 0
+    expected = reference_join(rows, ["k"], 2, None)
+    assert pa.concat_tables(out).to_pylist() == expected
+    assert op.stats["cleanup_results"] > len(expected) // 2  # most came from the clean-up
+    assert os.listdir(tmp_path) == []

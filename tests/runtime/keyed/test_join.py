@@ -183,7 +183,7 @@ def test_spilling_keeps_the_oracle_order(n, within, budget, data) -> None:
                 given_bound = downstream
         outputs.append(op.finish())
     actual = exact(pa.concat_tables(outputs).to_pylist())
-    event(f"clean-ups: {op.cleanups > 0}, results: {len(actual) > 0}")
+    event(f"clean-ups: {op.stats['cleanups'] > 0}, results: {len(actual) > 0}")
     assert actual == expected
 
 
@@ -212,7 +212,7 @@ def test_tiny_budget_pushes_and_clean_up_recovers_every_missing_result(spill_roo
     assert op.hold_from is None
     assert op.output_bound(9) == 9
     assert op.finish().num_rows == 0
-    assert op.cleanups >= 1
+    assert op.stats["cleanups"] >= 1
     assert os.listdir(spill_root) == []
 
 

@@ -43,7 +43,7 @@ def run(make: Any, rows: pa.Table, plan: Any) -> tuple[list[str], int]:
             query = Pipeline.restore(query.snapshot())
         outputs.append(query.update(rows.slice(start, end - start), bounds[c]))
     outputs.append(query.finish())
-    cleanups = sum(op.cleanups for op in query.operators if isinstance(op, Join))
+    cleanups = sum(op.stats["cleanups"] for op in query.operators if isinstance(op, Join))
     return exact(pa.concat_tables(outputs).to_pylist()), cleanups
 
 

@@ -32,7 +32,7 @@ from typing import ClassVar, TypeVar
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, StateError
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 
 
@@ -103,6 +103,20 @@ class KeyedOperator(ABC):
     @abstractmethod
     def restore(cls, data: bytes) -> KeyedOperator:
         """Rebuild an operator from :meth:`snapshot` bytes (StateError if corrupt)."""
+
+    @classmethod
+    def restore_stage(cls, data: bytes, stage: StageSpec) -> KeyedOperator:
+        """Restore the operator of the query's ``stage`` (StateError if the snapshot is another's).
+
+        Operators whose restore could run code the snapshot names (``udf``) compare the stage
+        before restoring; the others restore, then compare.
+        """
+        op = cls.restore(data)
+        if op.stage.text() != stage.text():
+            raise StateError(f"the state holds operator {op.stage.text()!r} but the query "
+                             f"defines {stage.text()!r}; the state was written by another "
+                             f"query: start it with a new checkpoint location")
+        return op
 
     @property
     def state_bytes(self) -> int:

@@ -41,13 +41,18 @@ and names it in a stage: ``udf(mypkg.alarms:alarms)``. Contract:
   any exception raised by the function become :class:`~spark_stream_sched.errors.InputError`
   naming the function, the key and the input positions ``(input, seq)`` of the first and last
   rows it was given (the function's exception is chained).
-* **Snapshots** store the import path, never the function: :meth:`UserFunction.restore` imports
-  it again and refuses (StateError) a function whose ``output_schema`` has changed.
+* **Import path.** ``package.module:function``: dotted Python names and one function name (no
+  slashes, no ``..``); the module's source must define the function with ``@keyed_function``,
+  which is checked before the module is imported
+  (:mod:`~spark_stream_sched.runtime.keyed.user_path`), so a wrong path runs no code.
+* **Snapshots** store the import path, never the function: a query restores the stage it defines
+  (:meth:`UserFunction.restore_stage` refuses, before importing anything, a snapshot naming
+  another function), imports it again and refuses (StateError) a function whose
+  ``output_schema`` has changed.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +63,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
+from spark_stream_sched.runtime.keyed import user_path
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.groups import (
     STATE_FORMAT,
@@ -132,16 +138,12 @@ def _dumped(state: object) -> str:
 
 
 def load_function(path: str) -> KeyedFunction:
-    """Import ``package.module:function`` (ConfigError if missing or not a keyed function)."""
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"{path!r} is not an import path of the form package.module:function")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import {path!r}: {exc}") from exc
+    """The keyed function ``package.module:function`` names (ConfigError if it cannot be used).
+
+    The path's shape and the module's source are checked before anything is imported
+    (:mod:`~spark_stream_sched.runtime.keyed.user_path`).
+    """
+    target = user_path.load_function(path)
     if not isinstance(target, KeyedFunction):
         raise ConfigError(f"{path!r} is not decorated with @keyed_function")
     return target
@@ -271,8 +273,29 @@ class UserFunction(KeyedOperator):
         return encode("keyed.udf", meta, tables)
 
     @classmethod
+    def restore_stage(cls, data: bytes, stage: StageSpec) -> KeyedOperator:
+        """Restore the query's ``stage``, comparing it with the snapshot's before any import.
+
+        Raises
+        ------
+        StateError
+            If the snapshot holds another function than the query's stage names (nothing is
+            imported then: a state file cannot choose the code that runs).
+        """
+        meta, _ = decode(data, "keyed.udf")
+        held = StageSpec(cls.name, (str(meta.get("path")),))
+        if held.text() != stage.text():
+            raise StateError(f"the state holds operator {held.text()!r} but the query defines "
+                             f"{stage.text()!r}; the state was written by another query: start "
+                             f"it with a new checkpoint location")
+        return cls.restore(data)
+
+    @classmethod
     def restore(cls, data: bytes) -> KeyedOperator:
-        """Import the function again and adopt the states (StateError if they do not fit)."""
+        """Import the function the snapshot names; adopt the states (StateError if unfit).
+
+        A query restores through :meth:`restore_stage`, which checks the name first.
+        """
         meta, tables = decode(data, "keyed.udf")
         check_format(meta, cls.name)
         try:

@@ -164,7 +164,7 @@ class QuerySpec:
               ) -> OrderedAggregation:
         """The merge + filter + pipeline logic for ``input_schema``, resumed from a snapshot."""
         if resume_state is not None:
-            return OrderedAggregation.restore(resume_state)
+            return OrderedAggregation.restore(resume_state, parse_stages(self.operators))
         return OrderedAggregation.of(self.n_inputs, self.timestamp_column, self.out_of_order,
                                      self.build_group(input_schema), input_schema, self.where)
 
@@ -178,7 +178,7 @@ class QuerySpec:
             return WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
                                     self.timestamp_column, input_schema)
         if resume_state is not None:
-            return Pipeline.restore(resume_state)
+            return Pipeline.restore(resume_state, parse_stages(self.operators))
         return Pipeline(parse_stages(self.operators), self.window, self.key_columns,
                         self.aggregates, self.timestamp_column, input_schema)
 

@@ -108,7 +108,7 @@ def test_random_pipelines_through_the_merge_equal_the_oracle_in_order(
         if data.draw(st.booleans()):
             out.append(query.poll())
             if data.draw(st.booleans()):  # restart from a snapshot mid-stream
-                query = type(query).restore(query.snapshot())
+                query = spec.build(SCHEMA, query.snapshot())
     for j in range(len(tables)):
         query.finish(j)
     out.append(query.poll())

@@ -164,6 +164,12 @@ def _peak_kb(reset: bool) -> int:
         resource.RUSAGE_SELF).ru_maxrss)
 
 
+def _pushes(op: Any) -> int:
+    """Generations the join wrote (``Join.stats``; before it existed, ``Join.pushes``)."""
+    stats = getattr(op, "stats", None)
+    return int(stats["pushes"]) if stats else int(op.pushes)
+
+
 def _shown(budget: int | None) -> str:
     """A budget as written in tables: ``none``, ``64 KiB``, ``2 MiB``."""
     if budget is None:
@@ -200,7 +206,7 @@ def child_run(rows: int, ratio: float, batch_rows: int, seed: int, budget: int |
             "inputs_mb": inputs_kb / 1024, "normal_peak_mb": normal_kb / 1024,
             "cleanup_peak_mb": cleanup_kb / 1024,
             "peak_mb": max(normal_kb, cleanup_kb) / 1024,
-            "pushed_mb": stats.get("pushed_bytes", 0) / MB, "pushes": op.pushes,
+            "pushed_mb": stats.get("pushed_bytes", 0) / MB, "pushes": _pushes(op),
             "output_mb": output_bytes / MB,
             "results": produced + cleanup_results, "cleanup_results": cleanup_results,
             "normal_s": normal_s, "cleanup_s": cleanup_s, "total_s": normal_s + cleanup_s,

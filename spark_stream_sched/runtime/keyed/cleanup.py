@@ -31,13 +31,14 @@ final one, which closes every generation). :func:`clean_up_group` does this for 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.runtime.keyed.join_match import JoinShape, Matches
-from spark_stream_sched.runtime.keyed.join_state import PartitionGroup, SpillStore
+from spark_stream_sched.runtime.keyed.join_state import JoinCounts, PartitionGroup, SpillStore
 
 
 def missing_results(epochs: Sequence[pa.Table], closed: int, shape: JoinShape
@@ -75,18 +76,22 @@ def missing_results(epochs: Sequence[pa.Table], closed: int, shape: JoinShape
 
 
 def clean_up_group(group: PartitionGroup, spill: SpillStore, schema: pa.Schema, closed: int,
-                   shape: JoinShape) -> tuple[pa.Table, Matches]:
+                   shape: JoinShape, counts: JoinCounts) -> tuple[pa.Table, Matches]:
     """Clean up ``group``'s first ``closed`` generations (see the module docstring).
 
     Reads every generation back (checksum-verified, one file after another), computes
     :func:`missing_results` with the memory part as the last epoch, counts the results in the
-    group's ``P_o``, then deletes the closed generations' files. Returns the universe and the
-    results, as :func:`missing_results` does.
+    group's ``P_o`` and in ``counts`` (with the time taken), then deletes the closed
+    generations' files. Returns the universe and the results, as :func:`missing_results` does.
     """
+    start = time.perf_counter()
     epochs = [spill.read(g, schema) for g in group.generations] + [group.memory]
     universe, found = missing_results(epochs, closed, shape)
     group.produced += len(found)
     for generation in group.generations[:closed]:
         spill.delete(generation)
     group.generations = group.generations[closed:]
+    counts.cleanups += 1
+    counts.cleanup_results += len(found)
+    counts.cleanup_seconds += time.perf_counter() - start
     return universe, found

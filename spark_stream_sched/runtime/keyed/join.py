@@ -21,13 +21,11 @@ holds), the key columns, then per input ``j`` every payload column (not ts, not 
 internal) suffixed ``_j`` and ``<ts>_j``: ``ts, __input, __seq, k, value_0, ts_0, value_1, ts_1``.
 A tuple that completes several results gives several rows with the same ``(__input, __seq)``.
 
-**State** lives in ``n_groups`` (default 16) partition groups (seed 003 §4.1; a key's group is
-:func:`~spark_stream_sched.runtime.keys.assign_to_partition_group` of the high 32 bits of its
-hash, since the task split upstream already used the low bits), with ``P_s``, ``P_o``, ``T_u``
-(:mod:`~spark_stream_sched.runtime.keyed.join_state`, :meth:`Join.groups_stats`). Purge: once
-``ts + W <= bound`` a stored tuple can join no later tuple (every later one has ``ts >= bound``)
-and is dropped. An update loops over the partition groups it touches (at most ``n_groups``
-iterations, never one per key or tuple); inside a group, probing is NumPy over the whole packet.
+**State** lives in ``n_groups`` (default 16) partition groups (seed 003 §4.1; a key's group
+comes from the high 32 bits of its hash: the task split upstream used the low bits), with
+``P_s``, ``P_o``, ``T_u`` (:mod:`~spark_stream_sched.runtime.keyed.join_state`). A stored tuple
+with ``ts + W <= bound`` can join no later tuple and is purged. An update loops over the groups
+it touches (never over keys or tuples); inside a group, probing is NumPy over the packet.
 
 **Disk adaptation** (seed 003 §4.1, §4.3) under ``memory_budget`` bytes (constructor argument,
 or ``budget=64k`` in the stage): when the memory-resident state exceeds it after an update,
@@ -44,15 +42,13 @@ precede wait in a reorder buffer (:mod:`~spark_stream_sched.runtime.keyed.join_h
 merged with the clean-up results: the concatenated output equals the oracle's, in order, and a
 following stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``).
 ``ordered=False`` is seed 003's behaviour (the adaptation bench): clean-up results leave late.
-Either way the output is identical on every run, restored or not (decisions use event time and
-Arrow byte counts).
+Either way the output is the same on every run, restored or not.
 
 **Snapshots** are self-contained, spilled state folded in (:mod:`.join_snapshot`).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 
 import numpy as np
@@ -65,7 +61,6 @@ from spark_stream_sched.runtime.keyed.join_hold import HeldResults
 from spark_stream_sched.runtime.keyed.join_match import (
     MS,
     JoinShape,
-    Matches,
     column,
     order_keys,
     probe_group,
@@ -222,7 +217,7 @@ class Join(GroupTransfer, KeyedOperator):
         group.insert(packet, int(column(packet, MS, np.int64)[-1]))
         keys = (order_keys(universe, found, MS) if index is None
                 else index[found.probe - stored].reshape(1, -1))
-        return self._results(universe, found, keys)
+        return result_rows(universe, found, self._output, self.payload), keys
 
     def _purge(self, horizon: int) -> None:
         """Drop memory tuples with ``ts <= horizon = bound - within`` (they join nothing later)."""
@@ -245,39 +240,22 @@ class Join(GroupTransfer, KeyedOperator):
                 self.state_bytes > self.memory_budget):
             self.counts.held_pushed_bytes += self._held.push()
 
-    def push_group(self, gid: int) -> int:
-        """Push group ``gid``'s memory part to disk now (a plan's push, §4.3); bytes pushed."""
-        group = self._groups[self._gid(gid)]
-        size = group.size
-        if group.memory.num_rows:
-            last = int(column(group.memory, MS, np.int64)[-1])
-            floor = max(v for v in (last, self._now, self._bound) if v is not None)
-            group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
-            group.memory = self._stored.empty_table()
-            self.counts.pushes += 1
-            self.counts.pushed_bytes += size
-        return size
-
     # -- clean-up stage (seed 003 §4.2, Eq. 1): :mod:`.cleanup` -------------------------------
 
     def _clean_up(self, group: PartitionGroup, closed: int | None = None
                   ) -> tuple[pa.Table, np.ndarray]:
         """Output rows and order keys of the missing results of the first ``closed`` (all)."""
-        start, closed = time.perf_counter(), len(group.generations) if closed is None else closed
-        universe, found = clean_up_group(group, self._spill, self._stored, closed, self.shape)
-        out = self._results(universe, found, order_keys(universe, found, MS))
-        self.counts.cleanups += 1
-        self.counts.cleanup_results += len(found)
-        self.counts.cleanup_seconds += time.perf_counter() - start
-        return out
+        closed = len(group.generations) if closed is None else closed
+        universe, found = clean_up_group(group, self._spill, self._stored, closed, self.shape,
+                                         self.counts)
+        return (result_rows(universe, found, self._output, self.payload),
+                order_keys(universe, found, MS))
 
     def finish(self) -> pa.Table:
-        """End of input: clean up the groups with generations on disk, one group at a time.
+        """End of input: clean up the groups on disk one at a time, then release every result.
 
-        A group's generations are read back, its missing results are held (written to disk with
-        the other held results when the state exceeds the budget) and its files deleted before
-        the next group is read: memory holds one group's state, not all that was spilled. Then
-        every held result leaves, in order (unordered: each group's results in turn).
+        A group's missing results are held (written to disk over the budget) and its files
+        deleted before the next group is read back (unordered: each group's results in turn).
         """
         out = []
         for group in (g for g in self._groups if g.generations):
@@ -289,11 +267,6 @@ class Join(GroupTransfer, KeyedOperator):
         out.append(self._held.release([], None))
         self._spill.close()
         return pa.concat_tables([self._output.empty_table(), *out])
-
-    def _results(self, universe: pa.Table, found: Matches,
-                 keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-        """Output rows of ``found``, with their sort ``keys`` (one row per key, major first)."""
-        return result_rows(universe, found, self._output, self.payload), keys
 
     # -- statistics, snapshots ----------------------------------------------------------------
 
@@ -310,11 +283,6 @@ class Join(GroupTransfer, KeyedOperator):
     def stats(self) -> dict[str, int | float]:
         """:class:`~.join_state.JoinCounts` and the bytes now on disk, as plain values."""
         return {**asdict(self.counts), "spilled_bytes": self.spilled_bytes}
-
-    @property
-    def pushes(self) -> int:
-        """Generations written so far (``stats["pushes"]``)."""
-        return self.counts.pushes
 
     @property
     def state_bytes(self) -> int:

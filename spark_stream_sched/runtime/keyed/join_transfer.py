@@ -25,8 +25,10 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError, StateError
+from spark_stream_sched.runtime.keyed.join_match import MS, column
 from spark_stream_sched.runtime.keyed.join_spec import route
 from spark_stream_sched.runtime.keyed.join_state import (
+    JoinCounts,
     PartitionGroup,
     SpillStore,
     arrow_bytes,
@@ -128,7 +130,7 @@ def decode_group(data: bytes) -> GroupState:
 
 
 class GroupTransfer:
-    """The join's hooks for distributed adaptation (seed 003 §5.1): route, detach, install.
+    """The join's hooks for adaptation (seed 003 §4.3, §5.1): route, detach, install, push.
 
     A mixin of :class:`~.join.Join`, which provides the attributes below.
     """
@@ -140,6 +142,9 @@ class GroupTransfer:
     _spill: SpillStore
     _stored: pa.Schema
     _where: str
+    _now: int | None
+    _bound: int | None
+    counts: JoinCounts
 
     def group_of(self, rows: pa.Table) -> np.ndarray:
         """Partition group of each row (-1: a null key); the router (§3.1 *split*) uses it."""
@@ -162,6 +167,19 @@ class GroupTransfer:
                               f"disk and this join keeps its output ordered; move groups "
                               f"before they spill, or build the join with ordered=False")
         give_state(self._groups[self._gid(state.gid)], self._spill, self._stored, state)
+
+    def push_group(self, gid: int) -> int:
+        """Push group ``gid``'s memory part to disk now (a plan's push, §4.3); bytes pushed."""
+        group = self._groups[self._gid(gid)]
+        size = group.size
+        if group.memory.num_rows:
+            last = int(column(group.memory, MS, np.int64)[-1])
+            floor = max(v for v in (last, self._now, self._bound) if v is not None)
+            group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
+            group.memory = self._stored.empty_table()
+            self.counts.pushes += 1
+            self.counts.pushed_bytes += size
+        return size
 
     def _gid(self, gid: int) -> int:
         """``gid`` if it names a group (ConfigError otherwise)."""

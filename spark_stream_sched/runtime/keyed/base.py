@@ -112,16 +112,21 @@ class KeyedOperator(ABC):
         before restoring; the others restore, then compare.
         """
         op = cls.restore(data)
-        if op.stage.text() != stage.text():
-            raise StateError(f"the state holds operator {op.stage.text()!r} but the query "
-                             f"defines {stage.text()!r}; the state was written by another "
-                             f"query: start it with a new checkpoint location")
+        check_stage(op.stage, stage)
         return op
 
     @property
     def state_bytes(self) -> int:
         """Bytes of state held (for metrics and memory budgets)."""
         return 0
+
+
+def check_stage(held: StageSpec, wanted: StageSpec) -> None:
+    """StateError naming both if a snapshot's stage ``held`` is not the query's ``wanted``."""
+    if held.text() != wanted.text():
+        raise StateError(f"the state holds operator {held.text()!r} but the query defines "
+                         f"{wanted.text()!r}; the state was written by another query: start it "
+                         f"with a new checkpoint location")
 
 
 Op = TypeVar("Op", bound=type[KeyedOperator])

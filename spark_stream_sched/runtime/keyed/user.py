@@ -41,14 +41,10 @@ and names it in a stage: ``udf(mypkg.alarms:alarms)``. Contract:
   any exception raised by the function become :class:`~spark_stream_sched.errors.InputError`
   naming the function, the key and the input positions ``(input, seq)`` of the first and last
   rows it was given (the function's exception is chained).
-* **Import path.** ``package.module:function``: dotted Python names and one function name (no
-  slashes, no ``..``); the module's source must define the function with ``@keyed_function``,
-  which is checked before the module is imported
-  (:mod:`~spark_stream_sched.runtime.keyed.user_path`), so a wrong path runs no code.
-* **Snapshots** store the import path, never the function: a query restores the stage it defines
-  (:meth:`UserFunction.restore_stage` refuses, before importing anything, a snapshot naming
-  another function), imports it again and refuses (StateError) a function whose
-  ``output_schema`` has changed.
+* **Import path** and **snapshots**: the path's shape and the module's source are checked
+  before it is imported (:mod:`~spark_stream_sched.runtime.keyed.user_path`); a snapshot stores
+  the path, never the function, and is restored only for the stage the query defines
+  (:meth:`UserFunction.restore_stage`), refused (StateError) if ``output_schema`` changed.
 """
 
 from __future__ import annotations
@@ -64,7 +60,7 @@ import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.keyed import user_path
-from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
+from spark_stream_sched.runtime.keyed.base import KeyedOperator, check_stage, register
 from spark_stream_sched.runtime.keyed.groups import (
     STATE_FORMAT,
     KeyGroups,
@@ -138,11 +134,7 @@ def _dumped(state: object) -> str:
 
 
 def load_function(path: str) -> KeyedFunction:
-    """The keyed function ``package.module:function`` names (ConfigError if it cannot be used).
-
-    The path's shape and the module's source are checked before anything is imported
-    (:mod:`~spark_stream_sched.runtime.keyed.user_path`).
-    """
+    """The keyed function ``package.module:function`` names, checked before any import."""
     target = user_path.load_function(path)
     if not isinstance(target, KeyedFunction):
         raise ConfigError(f"{path!r} is not decorated with @keyed_function")
@@ -274,20 +266,9 @@ class UserFunction(KeyedOperator):
 
     @classmethod
     def restore_stage(cls, data: bytes, stage: StageSpec) -> KeyedOperator:
-        """Restore the query's ``stage``, comparing it with the snapshot's before any import.
-
-        Raises
-        ------
-        StateError
-            If the snapshot holds another function than the query's stage names (nothing is
-            imported then: a state file cannot choose the code that runs).
-        """
+        """Restore ``stage``; StateError before any import if the snapshot names another one."""
         meta, _ = decode(data, "keyed.udf")
-        held = StageSpec(cls.name, (str(meta.get("path")),))
-        if held.text() != stage.text():
-            raise StateError(f"the state holds operator {held.text()!r} but the query defines "
-                             f"{stage.text()!r}; the state was written by another query: start "
-                             f"it with a new checkpoint location")
+        check_stage(StageSpec(cls.name, (str(meta.get("path")),)), stage)
         return cls.restore(data)
 
     @classmethod

@@ -51,10 +51,9 @@ def key_names(n: int) -> list[str]:
 
 def key_fields(schema: pa.Schema, columns: list[str]) -> list[pa.Field]:
     """The key part of a state table: :data:`KEY` (uint64) and each key column's canonical value."""
-    names = key_names(len(columns))
+    pairs = zip(key_names(len(columns)), columns, strict=True)
     return [pa.field(KEY, pa.uint64()),
-            *(pa.field(n, canonical_type(schema.field(c).type)) for n, c in zip(names, columns,
-                                                                             strict=True))]
+            *(pa.field(name, canonical_type(schema.field(c).type)) for name, c in pairs)]
 
 
 @dataclass(frozen=True)
@@ -90,9 +89,9 @@ class KeyGroups:
         group = key_ids(table, columns, hashes)
         order = np.argsort(group, kind="stable")
         starts = np.searchsorted(group[order], np.arange(int(group.max(initial=-1)) + 2))
-        head = pa.array(order[starts[:-1]], pa.int64())
+        head = order[starts[:-1]]  # the first row of every group
         keys = {KEY: pa.array(hashes[head], pa.uint64())}
-        keys.update({n: canonical(table.column(c).take(head))
+        keys.update({n: canonical(table.column(c).take(pa.array(head, pa.int64())))
                      for n, c in zip(key_names(len(columns)), columns, strict=True)})
         return cls(pa.table(keys), order, starts, group)
 

@@ -282,3 +282,54 @@ def test_keyed_ops_refuse_a_scheduler_that_is_not_multicore(tmp_path: Path, caps
                "--scheduler", "fifo", "--out", str(tmp_path / "o.parquet"))
     assert code == 2
     assert "use one of qst, lp, et, ct" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("n_inputs", "op", "fix"), [
+    (2, "join(3)", "write join(2, ...)"),
+    (2, "join(4, within=5 seconds)", "write join(2, ...)"),
+    (1, "join(2)", "a join needs at least 2 inputs"),
+])
+def test_a_join_of_more_inputs_than_the_query_has_is_refused(tmp_path: Path, capsys,
+                                                             n_inputs: int, op: str,
+                                                             fix: str) -> None:
+    """Without the check a join(3) over 2 inputs wrote 0 rows and exited 0."""
+    dirs = [write_dir(t, tmp_path / f"in{j}") for j, t in enumerate([A, B][:n_inputs])]
+    out = tmp_path / "o.parquet"
+    code = cli("aggregate", *[x for d in dirs for x in ("--input", d)], "--key", "meter",
+               "--op", op, "--out", str(out))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    n = op[5]
+    assert f"operator 'join({n}" in err
+    assert f"joins {n} inputs" in err
+    assert f"the query has {n_inputs} input" in err
+    assert fix in err
+    assert not out.exists()
+
+
+def test_a_udf_path_of_another_shape_is_one_line_naming_the_shape(tmp_path: Path,
+                                                                   capsys) -> None:
+    """A relative file path used to escape as a TypeError traceback from importlib."""
+    a = write_dir(A, tmp_path / "a")
+    code = cli("aggregate", "--input", a, "--key", "meter", "--op",
+               f"udf(../..{tmp_path}/evil:f)", "--out", str(tmp_path / "o.parquet"))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert f"operator 'udf(../..{tmp_path}/evil:f)'" in err
+    assert "is not an import path of the form package.module:function" in err
+
+
+def test_a_udf_module_without_the_function_is_refused_before_its_code_runs(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """udf(this:x) used to print the Zen of Python, then refuse 'x'."""
+    (tmp_path / "chatty_udf_module.py").write_text("print('IMPORT-TIME CODE RAN')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    a = write_dir(A, tmp_path / "a")
+    code = cli("aggregate", "--input", a, "--key", "meter", "--op",
+               "udf(chatty_udf_module:x)", "--out", str(tmp_path / "o.parquet"))
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "IMPORT-TIME CODE RAN" not in captured.out + captured.err
+    assert "defines no top-level function 'x' with @keyed_function" in captured.err

@@ -131,7 +131,7 @@ def _clean_up(run: Run, ops: list[Join], outputs: list[pa.Table]) -> None:
     cleaned = [op.finish() for op in ops]
     run.cleanup_seconds = time.perf_counter() - start
     run.cleanup_results = sum(t.num_rows for t in cleaned)
-    run.pushes = sum(op.pushes for op in ops)
+    run.pushes = sum(op.counts.pushes for op in ops)
     run.ids = result_ids([*outputs, *cleaned])
 
 

@@ -13,6 +13,8 @@ Sub-commands (each prints a table, or JSON with ``--json``):
 * ``bench adaptation`` -- seed 003 figs 9, 11, 16, 21 on the runtime's 3-way join: disk
   adaptation, clean-up cost, distributed adaptation, lazy-disk vs active-disk.
 * ``bench join``   -- the runtime's 2/3-way join alone vs a pandas merge and DuckDB.
+* ``bench join-memory`` -- peak RSS of the join with and without a memory budget, each
+  configuration in its own process.
 * ``bench all``    -- all of them, one after another.
 
 To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
@@ -30,6 +32,7 @@ from typing import Any
 
 from spark_stream_sched.bench import adaptation as adaptation_bench
 from spark_stream_sched.bench import join_alone as join_bench
+from spark_stream_sched.bench import join_memory as join_memory_bench
 from spark_stream_sched.bench import keyed as keyed_bench
 from spark_stream_sched.bench import spark_cli
 from spark_stream_sched.bench import strategies as strategies_bench
@@ -120,7 +123,7 @@ def _format_window(results: Results) -> str:
 # -- all --------------------------------------------------------------------------------------
 
 #: What ``bench all`` runs, in order (``--quick`` makes each a smoke run).
-ALL = ("merge", "window", "strategies", "spark", "keyed", "adaptation", "join")
+ALL = ("merge", "window", "strategies", "spark", "keyed", "adaptation", "join", "join-memory")
 #: Flags of ``bench all`` handed on to every benchmark it runs.
 SHARED_FLAGS = ("repeat", "seed", "quick", "no_progress")
 
@@ -159,6 +162,7 @@ BENCHES: dict[str, Bench] = {
     "keyed": keyed_bench.register(Bench),
     "adaptation": adaptation_bench.register(Bench),
     "join": join_bench.register(Bench),
+    "join-memory": join_memory_bench.register(Bench),
     "all": Bench("every benchmark above, one after another (--quick: smoke runs)",
                  lambda parser: None, _run_all, _format_all),
 }

@@ -3,8 +3,9 @@
 Plain Python over row dicts, written for clarity, not speed. It restates the semantics of
 :mod:`spark_stream_sched.runtime.keyed.sessions` (Spark's ``session_window`` with a static gap,
 seed 002 Table 1, TPCx-BB Q2/Q4: a tuple at most ``gap`` after the last tuple of its key's
-session joins it, as Spark merges touching event windows) and shares only the parsers and
-:func:`~.reference.fold` with the runtime.
+session joins it, as Spark merges touching event windows; keys group as in Spark: nulls are one
+key, ``-0.0`` is ``0.0``, NaN is NaN) and shares only the parsers and :func:`~.reference.fold`
+with the runtime. A session's key columns hold the values of its first tuple.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow as pa
 
 from spark_stream_sched.runtime.aggregates import parse_aggregates
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+from spark_stream_sched.testing.keyed_reference import key_of
 from spark_stream_sched.testing.reference import fold
 
 
@@ -34,22 +36,22 @@ def reference_sessions(rows: pa.Table, keys: list[str], gap_ms: int,
     specs = parse_aggregates(list(aggregates)) if aggregates else []
     ordered = sorted(rows.to_pylist(), key=lambda r: (r[ts], r[INPUT_COL], r[SEQ_COL]))
     open_sessions: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    sessions: list[tuple[tuple[Any, ...], list[dict[str, Any]]]] = []
+    sessions: list[list[dict[str, Any]]] = []
     for row in ordered:
-        key = tuple(row[c] for c in keys)
+        key = key_of(row, keys)
         current = open_sessions.get(key)
         if current is not None and row[ts] <= current[-1][ts] + gap_ms:
             current.append(row)
             continue
         if current is not None:
-            sessions.append((key, current))
+            sessions.append(current)
         open_sessions[key] = [row]
-    sessions.extend(open_sessions.items())
+    sessions.extend(open_sessions.values())
     out = []
-    for key, members in sessions:
+    for members in sessions:
         result: dict[str, Any] = {"session_start": members[0][ts],
                                   "session_end": members[-1][ts] + gap_ms}
-        result.update(zip(keys, key, strict=True))
+        result.update({c: members[0][c] for c in keys})  # the values of its first tuple
         for spec in specs:
             result[spec.alias] = fold(spec, members, rows.schema)
         out.append(result)

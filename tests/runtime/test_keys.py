@@ -1,21 +1,30 @@
-"""Stable key hashing and partition-group ranges."""
+"""Stable key hashing, partition-group ranges and key equality on values."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.keys import (
     assign_to_partition_group,
+    equal_keys,
     group_range_for_task,
+    hashed_with,
+    key_codes,
     key_hash,
+    key_ids,
+    stable_key_hash,
 )
+from spark_stream_sched.testing.keyed_reference import key_of
 
 TABLE = pa.table({"s": ["a", "b", None, "a"], "i": [1, 2, 3, 1], "f": [0.0, -0.0, None, 0.0]})
 
@@ -62,3 +71,40 @@ def test_hash_spreads_keys_over_groups() -> None:
     table = pa.table({"k": pa.array([f"meter-{i}" for i in range(2430)])})
     counts = np.bincount(assign_to_partition_group(key_hash(table, ["k"]), 16), minlength=16)
     assert counts.min() > 2430 / 16 / 2
+
+
+KEY_VALUES = st.tuples(st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, math.nan, -math.nan,
+                                                               math.inf])),
+                       st.one_of(st.none(), st.sampled_from(["a", "b", ""])))
+
+
+@given(st.lists(KEY_VALUES, max_size=40))
+def test_key_codes_are_equal_iff_the_values_are(values) -> None:
+    table = pa.table({"f": pa.array([v[0] for v in values], pa.float64()),
+                      "s": pa.array([v[1] for v in values], pa.string()).dictionary_encode()})
+    rows = table.to_pylist()
+    keys = [key_of(r, ["f", "s"]) for r in rows]  # the oracles' rule: Spark's grouping
+    few = key_hash(table, ["f", "s"]) % np.uint64(2)  # distinct keys collide
+    for codes in (key_codes(table, ["f", "s"]), key_ids(table, ["f", "s"]),
+                  key_ids(table, ["f", "s"], few),
+                  key_ids(table, ["f", "s"], np.zeros(len(rows), np.uint64))):
+        assert sorted(set(codes.tolist())) == list(range(len(set(keys))))
+        for i in range(len(rows)):
+            for j in range(len(rows)):
+                assert (codes[i] == codes[j]) == (keys[i] == keys[j])
+    other = table.take(pa.array(list(reversed(range(len(rows)))), pa.int64()))
+    same = equal_keys(table, other).tolist()
+    assert same == [keys[i] == keys[len(rows) - 1 - i] for i in range(len(rows))]
+
+
+def test_hashed_with_replaces_the_hash_inside_the_block_only() -> None:
+    before = key_hash(TABLE, ["s"]).tolist()
+    with hashed_with(lambda t, c: np.zeros(t.num_rows, np.uint64)):
+        assert key_hash(TABLE, ["s"]).tolist() == [0, 0, 0, 0]
+    assert key_hash(TABLE, ["s"]).tolist() == before == stable_key_hash(TABLE, ["s"]).tolist()
+
+
+def test_unsupported_key_types_are_refused_for_equality_too() -> None:
+    table = pa.table({"l": pa.array([[1], [2]])})
+    with pytest.raises(ConfigError, match="not supported"):
+        key_codes(table, ["l"])

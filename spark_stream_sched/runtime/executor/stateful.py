@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.executor.operators import RuntimeOperator, _assign
-from spark_stream_sched.runtime.keys import key_hash
+from spark_stream_sched.runtime.keyed.groups import KeyGroups, key_fields, lookup, merge_state
 from spark_stream_sched.runtime.plan.operators import OperatorDef
 from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.runtime.window.spec import WindowSpec
@@ -75,7 +75,9 @@ class KeyedOperator(RuntimeOperator):
 
     ``running_count`` numbers the tuples of each key 1, 2, ...; ``running_sum`` adds up
     ``column`` per key (nulls add nothing), folding left in tuple order so floating sums equal
-    those of a sequential loop bit for bit.
+    those of a sequential loop bit for bit. Keys are equal when their values are (nulls are one
+    key, ``-0.0`` is ``0.0``): each key's running value is kept with its values
+    (:func:`~spark_stream_sched.runtime.keyed.groups.find`), never under its hash alone.
     """
 
     ordered = True
@@ -94,9 +96,9 @@ class KeyedOperator(RuntimeOperator):
                 raise ConfigError(f"operator {self.op_id!r}: unknown column {name!r}; "
                                   f"columns are {input_schema.names}")
         self._dtype = self._value_type(input_schema)
-        self._state: dict[int, int | float] = {}
+        self._state = pa.schema([*key_fields(input_schema, self.keys),
+                                 ("value", pa.from_numpy_dtype(self._dtype))]).empty_table()
         self.output_schema = self.apply(input_schema.empty_table(), None).schema
-        self._state.clear()
 
     def _value_type(self, schema: pa.Schema) -> np.dtype[np.generic]:
         if self.column is None or pa.types.is_integer(schema.field(self.column).type):
@@ -111,19 +113,22 @@ class KeyedOperator(RuntimeOperator):
 
     def apply(self, table: pa.Table, watermark: int | None) -> pa.Table:
         """Return the packet with the running aggregate of each tuple's key appended."""
-        n = table.num_rows
-        result = np.zeros(n, dtype=self._dtype)
-        if n:
-            uniq, inverse = np.unique(key_hash(table, self.keys), return_inverse=True)
-            order = np.argsort(inverse, kind="stable")
-            bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-            groups = np.split(self._values(table)[order], bounds)
-            # One Python iteration per distinct key of the packet (not per tuple): a left fold
-            # seeded with the key's state keeps float sums identical to a sequential loop.
-            for key, idx, vals in zip(uniq.tolist(), np.split(order, bounds), groups,
-                                      strict=True):
-                run = np.cumsum(np.concatenate(([self._state.get(key, 0)], vals)),
-                                dtype=self._dtype)[1:]
-                result[idx] = run
-                self._state[key] = run[-1].item()
+        result = np.zeros(table.num_rows, dtype=self._dtype)
+        if not table.num_rows:
+            return _assign(table, self.output, pa.array(result))
+        groups = KeyGroups.of(table, self.keys)
+        slot = lookup(self._state, groups)
+        held = np.asarray(self._state.column("value").to_numpy(), dtype=self._dtype)
+        last = np.zeros(len(groups), dtype=self._dtype)
+        values = self._values(table)
+        # One Python iteration per distinct key of the packet (not per tuple): a left fold
+        # seeded with the key's state keeps float sums identical to a sequential loop.
+        for g in range(len(groups)):
+            rows = groups.rows(g)
+            start = held[slot[g]] if slot[g] >= 0 else 0
+            run = np.cumsum(np.concatenate(([start], values[rows])), dtype=self._dtype)[1:]
+            result[rows] = run
+            last[g] = run[-1]
+        new = groups.keys.append_column("value", pa.array(last))
+        self._state = merge_state(self._state, new, slot[slot >= 0])
         return _assign(table, self.output, pa.array(result))

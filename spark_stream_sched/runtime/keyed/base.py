@@ -32,7 +32,7 @@ from typing import ClassVar, TypeVar
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, StateError
 from spark_stream_sched.runtime.keyed.stage import REGISTRY, StageSpec, operator_names
 
 
@@ -78,6 +78,14 @@ class KeyedOperator(ABC):
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Consume the next released rows; return the outputs they (and ``bound``) produce."""
 
+    @classmethod
+    def check_query_inputs(cls, stage: StageSpec, n_inputs: int) -> None:
+        """ConfigError naming ``stage`` if it cannot work over a query of ``n_inputs`` inputs.
+
+        Called when a query is defined; most operators read any number of inputs.
+        """
+        return None
+
     def output_bound(self, bound: int | None) -> int | None:
         """Ready bound for the next stage after :meth:`update` (``bound``, unless rows wait).
 
@@ -99,10 +107,29 @@ class KeyedOperator(ABC):
     def restore(cls, data: bytes) -> KeyedOperator:
         """Rebuild an operator from :meth:`snapshot` bytes (StateError if corrupt)."""
 
+    @classmethod
+    def restore_stage(cls, data: bytes, stage: StageSpec) -> KeyedOperator:
+        """Restore the operator of the query's ``stage`` (StateError if the snapshot is another's).
+
+        Operators whose restore could run code the snapshot names (``udf``) compare the stage
+        before restoring; the others restore, then compare.
+        """
+        op = cls.restore(data)
+        check_stage(op.stage, stage)
+        return op
+
     @property
     def state_bytes(self) -> int:
         """Bytes of state held (for metrics and memory budgets)."""
         return 0
+
+
+def check_stage(held: StageSpec, wanted: StageSpec) -> None:
+    """StateError naming both if a snapshot's stage ``held`` is not the query's ``wanted``."""
+    if held.text() != wanted.text():
+        raise StateError(f"the state holds operator {held.text()!r} but the query defines "
+                         f"{wanted.text()!r}; the state was written by another query: start it "
+                         f"with a new checkpoint location")
 
 
 Op = TypeVar("Op", bound=type[KeyedOperator])

@@ -7,9 +7,10 @@ horizon: once it has expired, the next occurrence is kept and anchors a new one.
 leave unchanged (no column is added), in input order (a partitioned stateful operator, seed 002
 §2.1; the decision for a tuple depends only on the tuples before it in the total order).
 
-State: one entry per distinct ``(key, values)`` -- its 64-bit stable hash
-(:func:`~spark_stream_sched.runtime.keys.key_hash`; two different value tuples share a hash with
-probability about 2**-64) and the ts of its anchor. An entry is purged once
+State: one entry per distinct ``(key, values)`` -- the key and column values themselves, their
+stable hash (which only narrows the search: entries are equal when their values are,
+:func:`~spark_stream_sched.runtime.keyed.groups.find`) and the ts of its anchor. An entry is
+purged once
 ``kept_ts + within <= bound``: every later tuple has ``ts >= bound`` and would be kept anyway, so
 memory is bounded by the distinct values seen within one horizon.
 
@@ -27,9 +28,14 @@ import pyarrow as pa
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.keyed.base import register
-from spark_stream_sched.runtime.keyed.groups import KEY, RowOperator, lookup, merge_state
+from spark_stream_sched.runtime.keyed.groups import (
+    KeyGroups,
+    RowOperator,
+    key_fields,
+    lookup,
+    merge_state,
+)
 from spark_stream_sched.runtime.keyed.stage import StageSpec
-from spark_stream_sched.runtime.keys import key_hash
 from spark_stream_sched.runtime.packets import event_times
 
 
@@ -94,15 +100,16 @@ class Dedup(RowOperator):
         for name in [*self.columns, *key_columns, ts_column]:
             self.require_column(name)
         self.added = []
-        self._seen = pa.schema([(KEY, pa.uint64()), ("kept_ts", pa.int64())]).empty_table()
+        self._entry = [*key_columns, *self.columns]
+        self._seen = pa.schema([*key_fields(input_schema, self._entry),
+                                ("kept_ts", pa.int64())]).empty_table()
 
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """The rows that are not repeats; then purge the anchors ``bound`` has expired."""
         n = rows.num_rows
-        entries, entry = np.unique(key_hash(rows, self.key_columns + self.columns),
-                                   return_inverse=True)
-        entry = np.asarray(entry, dtype=np.int64).reshape(-1)
-        slot = lookup(np.asarray(self._seen.column(KEY).to_numpy(), np.uint64), entries)
+        entries = KeyGroups.of(rows, self._entry)
+        entry = entries.group
+        slot = lookup(self._seen, entries)
         anchored = np.flatnonzero(slot >= 0)
         kept_ts = np.asarray(self._seen.column("kept_ts").to_numpy(), np.int64)
         # Nodes: the carried anchors first (virtual tuples), then the rows, sorted by entry.
@@ -119,8 +126,8 @@ class Dedup(RowOperator):
         if n:
             last_kept = np.maximum.reduceat(np.where(kept, ts[order], np.iinfo(np.int64).min),
                                             starts[:-1])
-            self._seen = merge_state(self._seen, pa.table({
-                KEY: pa.array(entries, pa.uint64()), "kept_ts": pa.array(last_kept, pa.int64())}))
+            self._seen = merge_state(self._seen, entries.keys.append_column(
+                "kept_ts", pa.array(last_kept, pa.int64())), slot[anchored])
         if bound is not None:
             alive = np.asarray(self._seen.column("kept_ts").to_numpy(), np.int64) > (
                 bound - self.within)
@@ -128,7 +135,7 @@ class Dedup(RowOperator):
         return self.emit(rows.filter(pa.array(keep)), [])
 
     def state_tables(self) -> dict[str, pa.Table]:
-        """One row per live ``(key, values)`` entry: its hash and anchor ts."""
+        """One row per live ``(key, values)`` entry: its hash, values and anchor ts."""
         return {"dedup": self._seen}
 
     def load_state(self, tables: dict[str, pa.Table]) -> None:

@@ -1,14 +1,20 @@
 """Shared machinery of the row operators: grouping a packet by key, per-key state tables, snapshots.
 
-A partitioned stateful operator (seed 002 §2.1) keeps state per key. Here a key is identified
-by its stable 64-bit hash (:func:`~spark_stream_sched.runtime.keys.key_hash`: nulls are one
-key, ``-0.0`` and ``0.0`` are one key, as in Spark's grouping), and state lives in an Arrow
-table sorted by that hash, so a packet's keys are found with one ``np.searchsorted`` and the
-state is snapshotted as typed Arrow columns, never pickled.
+A partitioned stateful operator (Prasaad, Ramalingam & Rajan, *Scaling Ordered Stream Processing
+on Shared-Memory Multicores*, §2.1) keeps state per key. Keys are *equal* when their values are
+(:func:`~spark_stream_sched.runtime.keys.key_ids`: nulls are one key, ``-0.0`` and ``0.0`` are
+one key, NaN equals NaN, as in Spark's grouping); their stable 64-bit hash
+(:func:`~spark_stream_sched.runtime.keys.key_hash`) only narrows the search. State lives in an
+Arrow table that holds, per key, the hash (:data:`KEY`) and the key's values (:func:`key_fields`:
+``__k0``, ``__k1``, ... in canonical form), sorted by hash; a packet's keys are found with one
+``np.searchsorted`` over the hashes, and every candidate with an equal hash is confirmed by
+comparing values (:func:`find`), so two keys that share a hash never share state. The state is
+snapshotted as typed Arrow columns, never pickled.
 
-:class:`KeyGroups` groups the rows of one :meth:`~.base.KeyedOperator.update` packet by key with
-``np.unique`` and a stable argsort: the rows of each key stay in the total order, so an operator
-needs at most one Python iteration per distinct key, never one per tuple.
+:class:`KeyGroups` groups the rows of one :meth:`~.base.KeyedOperator.update` packet by key
+value (:func:`~spark_stream_sched.runtime.keys.key_ids`) with a stable argsort: the rows of each
+key stay in the total order, so an operator needs at most one Python iteration per distinct
+key, never one per tuple.
 """
 
 from __future__ import annotations
@@ -23,46 +29,79 @@ import pyarrow.compute as pc
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator
 from spark_stream_sched.runtime.keyed.stage import StageSpec
-from spark_stream_sched.runtime.keys import key_hash
+from spark_stream_sched.runtime.keys import (
+    canonical,
+    canonical_type,
+    equal_keys,
+    key_hash,
+    key_ids,
+)
 from spark_stream_sched.runtime.state.snapshot import decode, encode
 
 #: Name of the key-hash column of every state table.
 KEY = "__key"
+#: Version of the row operators' state tables; 1 identified keys by their hash alone.
+STATE_FORMAT = 2
+
+
+def key_names(n: int) -> list[str]:
+    """Names of the key-value columns of a state table with ``n`` key columns."""
+    return [f"__k{i}" for i in range(n)]
+
+
+def key_fields(schema: pa.Schema, columns: list[str]) -> list[pa.Field]:
+    """The key part of a state table: :data:`KEY` (uint64) and each key column's canonical value."""
+    pairs = zip(key_names(len(columns)), columns, strict=True)
+    return [pa.field(KEY, pa.uint64()),
+            *(pa.field(name, canonical_type(schema.field(c).type)) for name, c in pairs)]
 
 
 @dataclass(frozen=True)
 class KeyGroups:
-    """The rows of one packet grouped by key hash, each group in input (total) order.
+    """The rows of one packet grouped by key value, each group in input (total) order.
 
     Attributes
     ----------
-    hashes
-        Distinct key hashes of the packet, ascending (uint64).
+    keys
+        One row per group: its hash (:data:`KEY`) and canonical key values (``__k0``, ...),
+        the key part of a state table (:func:`key_fields`). Distinct groups may share a hash.
     order
         Row indices grouped by key (group ``g`` is ``order[starts[g]:starts[g + 1]]``),
         ascending within each group.
     starts
         Start of each group in ``order``, plus ``len(order)`` at the end.
     group
-        Group number of every row (``hashes[group[i]]`` is row ``i``'s key hash).
+        Group number of every row.
     """
 
-    hashes: np.ndarray
+    keys: pa.Table
     order: np.ndarray
     starts: np.ndarray
     group: np.ndarray
 
     @classmethod
     def of(cls, table: pa.Table, columns: list[str]) -> KeyGroups:
-        """Group the rows of ``table`` by the values of ``columns`` (no columns: one group)."""
-        hashes, group = np.unique(key_hash(table, columns), return_inverse=True)
-        group = np.asarray(group, dtype=np.int64).reshape(-1)
+        """Group the rows of ``table`` by the values of ``columns`` (no columns: one group).
+
+        Groups are numbered in ascending hash order (state lookups then search sorted hashes).
+        """
+        hashes = key_hash(table, columns)
+        group = key_ids(table, columns, hashes)
         order = np.argsort(group, kind="stable")
-        starts = np.searchsorted(group[order], np.arange(len(hashes) + 1))
-        return cls(hashes, order, starts, group)
+        starts = np.searchsorted(group[order], np.arange(int(group.max(initial=-1)) + 2))
+        head = order[starts[:-1]]  # the first row of every group
+        keys = {KEY: pa.array(hashes[head], pa.uint64())}
+        keys.update({n: canonical(table.column(c).take(pa.array(head, pa.int64())))
+                     for n, c in zip(key_names(len(columns)), columns, strict=True)})
+        return cls(pa.table(keys), order, starts, group)
 
     def __len__(self) -> int:
-        return len(self.hashes)
+        return int(self.keys.num_rows)
+
+    @property
+    def hashes(self) -> np.ndarray:
+        """The key hash of every group (uint64)."""
+        return state_keys(self.keys)
 
     def rows(self, g: int) -> np.ndarray:
         """Row indices of group ``g`` in input order."""
@@ -80,21 +119,42 @@ class KeyGroups:
         return self.order[self.starts[1:] - 1] if len(self.order) else self.order
 
 
-def lookup(state_keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    """Position of each of ``hashes`` in the sorted ``state_keys`` (-1 where absent)."""
-    pos = np.searchsorted(state_keys, hashes)
-    found = pos < len(state_keys)
-    found[found] = state_keys[pos[found]] == hashes[found]
-    return np.where(found, pos, -1).astype(np.int64)
+def find(state: pa.Table, groups: KeyGroups) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``(group, state row)`` pair whose keys are equal, ordered by group then state row.
+
+    ``state`` is sorted by :data:`KEY` and has the key columns of :func:`key_fields`. The hash
+    picks the candidates (usually one per group); their values decide.
+    """
+    hashes = state_keys(state)
+    lo = np.searchsorted(hashes, groups.hashes, "left")
+    count = np.searchsorted(hashes, groups.hashes, "right") - lo
+    which = np.repeat(np.arange(len(groups)), count)
+    row = lo[which] + np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count)
+    names = groups.keys.column_names[1:]
+    if not names:  # no key columns: one key
+        return which, row
+    same = equal_keys(state.select(names).take(pa.array(row, pa.int64())),
+                      groups.keys.select(names).take(pa.array(which, pa.int64())))
+    return which[same], row[same]
 
 
-def merge_state(old: pa.Table, new: pa.Table, then_by: tuple[str, ...] = ()) -> pa.Table:
-    """``new`` rows plus the rows of ``old`` whose key is not in ``new``, sorted by key.
+def lookup(state: pa.Table, groups: KeyGroups) -> np.ndarray:
+    """The state row of each group's key, -1 where absent (``state`` has one row per key)."""
+    which, row = find(state, groups)
+    slot = np.full(len(groups), -1, dtype=np.int64)
+    slot[which] = row
+    return slot
+
+
+def merge_state(old: pa.Table, new: pa.Table, replaced: np.ndarray,
+                then_by: tuple[str, ...] = ()) -> pa.Table:
+    """``old`` without its rows at positions ``replaced``, plus ``new``, sorted by hash (stable).
 
     ``then_by`` names further columns to sort by (a key with several state rows).
     """
-    keep = pc.invert(pc.is_in(old.column(KEY), value_set=new.column(KEY).combine_chunks()))
-    merged = pa.concat_tables([old.filter(keep), new.cast(old.schema)])
+    keep = np.ones(old.num_rows, dtype=bool)
+    keep[replaced] = False
+    merged = pa.concat_tables([old.filter(pa.array(keep)), new.cast(old.schema)])
     order = pc.sort_indices(merged, [(name, "ascending") for name in (KEY, *then_by)])
     return merged.take(order).combine_chunks()
 
@@ -102,6 +162,17 @@ def merge_state(old: pa.Table, new: pa.Table, then_by: tuple[str, ...] = ()) -> 
 def state_keys(state: pa.Table) -> np.ndarray:
     """The key hashes of a state table as a NumPy uint64 array."""
     return np.asarray(state.column(KEY).to_numpy(), dtype=np.uint64)
+
+
+def check_format(meta: dict[str, Any], operator: str) -> None:
+    """StateError naming ``operator`` unless the snapshot's state is :data:`STATE_FORMAT`."""
+    found = meta.get("format", 1)
+    if found != STATE_FORMAT:
+        raise StateError(f"snapshot of operator {operator!r} has state format {found}, which "
+                         f"identified keys by their 64-bit hash alone; this version keeps key "
+                         f"values (format {STATE_FORMAT}) and cannot recover them from a hash. "
+                         f"Start the query with a new checkpoint location, or finish the old "
+                         f"one with the release that wrote it")
 
 
 def take(values: pa.Array, src: np.ndarray) -> pa.Array:
@@ -170,7 +241,7 @@ class RowOperator(KeyedOperator):
         meta: dict[str, Any] = {
             "args": list(self.stage.args), "kwargs": [list(kv) for kv in self.stage.kwargs],
             "alias": self.stage.alias, "keys": self.key_columns, "ts": self.ts_column,
-            "aggregates": list(self.aggregates),
+            "aggregates": list(self.aggregates), "format": STATE_FORMAT,
         }
         tables = {"__schema": self.input_schema.empty_table(), **self.state_tables()}
         return encode(self.KIND + self.name, meta, tables)
@@ -185,6 +256,8 @@ class RowOperator(KeyedOperator):
             op = cls(stage, tables.pop("__schema").schema, list(meta["keys"]), str(meta["ts"]),
                      tuple(meta["aggregates"]))
             expected = op.state_tables()
+            if expected:
+                check_format(meta, cls.name)
             for name, table in expected.items():
                 if name not in tables or not tables[name].schema.equals(table.schema):
                     raise StateError(f"state table {name!r} is missing or has another schema")

@@ -4,9 +4,9 @@ Joins the N inputs ``0 .. N-1`` of the merge (``N`` = the positional argument, 2
 2; a tuple of an input ``>= N`` is refused) on the query's key columns, ``A ⋈ B ⋈ C ...``:
 
 * a *result* combines one tuple of **every** input, all with equal keys (a null in any key column
-  never matches: such tuples are neither stored nor probed; keys compare as in
-  :func:`~spark_stream_sched.runtime.keys.key_hash`, i.e. by a 64-bit stable hash: two
-  distinct keys collide with probability about 2**-64, as in ``dedup``);
+  never matches: such tuples are neither stored nor probed; key values compare as in
+  :func:`~spark_stream_sched.runtime.keys.key_ids`, ``-0.0`` equal to ``0.0`` and NaN to NaN;
+  the key's stable hash only picks the partition group and narrows the probe);
 * windowed (``within=W``), all its tuples' event times satisfy ``max ts - min ts < W``; without
   ``within`` the inputs are joined whole (finite inputs);
 * it is emitted when its **last** tuple in the total order ``(ts, input, seq)`` arrives -- the
@@ -21,88 +21,77 @@ holds), the key columns, then per input ``j`` every payload column (not ts, not 
 internal) suffixed ``_j`` and ``<ts>_j``: ``ts, __input, __seq, k, value_0, ts_0, value_1, ts_1``.
 A tuple that completes several results gives several rows with the same ``(__input, __seq)``.
 
-**State** lives in ``n_groups`` (default 16) partition groups (seed 003 §4.1; a key's group is
-:func:`~spark_stream_sched.runtime.keys.assign_to_partition_group` of the high 32 bits of its
-hash, since the task split upstream already used the low bits), with ``P_s``, ``P_o``, ``T_u``
-(:mod:`~spark_stream_sched.runtime.keyed.join_state`, :meth:`Join.groups_stats`). Purge: once
-``ts + W <= bound`` a stored tuple can join no later tuple (every later one has ``ts >= bound``)
-and is dropped. An update loops over the partition groups it touches (at most ``n_groups``
-iterations, never one per key or tuple); inside a group, probing is NumPy over the whole packet.
+**State** lives in ``n_groups`` (default 16) partition groups (seed 003 §4.1; a key's group
+comes from the high 32 bits of its hash: the task split upstream used the low bits), with
+``P_s``, ``P_o``, ``T_u`` (:mod:`~spark_stream_sched.runtime.keyed.join_state`). A stored tuple
+with ``ts + W <= bound`` can join no later tuple and is purged. An update loops over the groups
+it touches (never over keys or tuples); inside a group, probing is NumPy over the packet.
 
 **Disk adaptation** (seed 003 §4.1, §4.3) under ``memory_budget`` bytes (constructor argument,
 or ``budget=64k`` in the stage): when the memory-resident state exceeds it after an update,
-groups are pushed to disk as generations in :func:`~.join_state.push_order` (idle for longer
-than ``theta_t = inactive_after`` event-time ms first, default ``W``; then largest ``P_s/P_o``)
-until at least ``push_fraction`` (30%) of the bytes went and the rest fits. A pushed generation
-stops producing results: results between it and later tuples are *missing* until the **clean-up
-stage** (§4.2) merges all generations of the group with its memory part and emits exactly
-``V' - V_1 - ... - V_k`` (Eq. 1 applied iteratively): the results over the union whose tuples do
-not all come from one epoch (generation or memory part). It runs for the generations whose
-window closed -- ``bound >= max ts of the generation + W``: no later tuple can join them (a
-prefix, as generations are pushed in order) -- and produces the results whose earliest tuple
-is in one of them; later epochs are left to their own clean-up, so a group pushed again and
-again still cleans up its old generations. Every memory tuple arrived after the last push, so
-its ``ts >= max ts of the generations`` and it is purged only at a bound ``>= ts + W``, never
-before such a clean-up, which runs before the purge of the same update. :meth:`Join.finish`
-cleans up everything (unwindowed joins clean up only there).
+groups are pushed to disk as generations (:func:`~.join_state.choose_pushes`: idle for longer
+than ``theta_t = inactive_after`` event-time ms first, default ``W``, then largest ``P_s/P_o``,
+until ``push_fraction`` (30%) of the bytes went and the rest fits). A pushed generation stops
+producing results: the results between it and later tuples are *missing* until the **clean-up
+stage** (§4.2, Eq. 1; :mod:`~spark_stream_sched.runtime.keyed.cleanup`) produces exactly them,
+for the generations whose window closed (``bound >= max ts + W``) before the same update's
+purge, and for every generation in :meth:`Join.finish` (unwindowed joins: only there).
 
-**Order with spilling.** By default (``ordered=True``) the output stays in the total order
-whatever is pushed: results that a missing result could precede are held in a reorder buffer
-(:mod:`~spark_stream_sched.runtime.keyed.join_hold`) and released merged with the clean-up
-results, so the concatenated output equals the oracle's exactly, in order, and a following
-stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``). ``ordered=False`` is seed
-003's behaviour (the adaptation bench): an update returns the results probed in it, then those
-of the groups it cleaned up (late; the multiset is still the oracle's). Either way, with the
-same rows, cuts, bounds and budget the output is identical on every run, restored or not
-(decisions use event time and Arrow byte counts; restored parts get fresh buffers).
+**Order with spilling.** By default (``ordered=True``) results that a missing result could
+precede wait in a reorder buffer (:mod:`~spark_stream_sched.runtime.keyed.join_hold`) and leave
+merged with the clean-up results: the concatenated output equals the oracle's, in order, and a
+following stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``).
+``ordered=False`` is seed 003's behaviour (the adaptation bench): clean-up results leave late.
+Either way the output is the same on every run, restored or not.
 
-**Snapshots** fold the spilled generations in (read back and checksum-verified): a snapshot is
-self-contained, survives the loss of the spill directory and the deletion of generation files
-by a later clean-up; :meth:`Join.restore` writes them back as generations in its own spill
-directory (held results too). The price: a snapshot is as large as the whole state.
+**Snapshots** are self-contained, spilled state folded in (:mod:`.join_snapshot`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError, StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
+from spark_stream_sched.runtime.keyed.cleanup import clean_up_group
 from spark_stream_sched.runtime.keyed.groups import KEY
 from spark_stream_sched.runtime.keyed.join_hold import HeldResults
-from spark_stream_sched.runtime.keyed.join_match import Matches, column, match, member, order_keys
+from spark_stream_sched.runtime.keyed.join_match import (
+    MS,
+    JoinShape,
+    column,
+    order_keys,
+    probe_group,
+    result_rows,
+)
 from spark_stream_sched.runtime.keyed.join_match import ordered_results as ordered
+from spark_stream_sched.runtime.keyed.join_snapshot import restore_join, snapshot_join
 from spark_stream_sched.runtime.keyed.join_spec import (
     check_inputs,
+    check_query_inputs,
     join_output_schema,
     parse_join,
     route,
 )
 from spark_stream_sched.runtime.keyed.join_state import (
+    JoinCounts,
     PartitionGroup,
     SpillStore,
     choose_pushes,
     drop_generations,
-    fold_groups,
-    unfold_groups,
 )
-from spark_stream_sched.runtime.keyed.join_transfer import GroupState, give_state, take_state
+from spark_stream_sched.runtime.keyed.join_transfer import GroupTransfer
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX, event_times
-from spark_stream_sched.runtime.state.snapshot import decode, encode
 
-KIND = "keyed.join"
-#: Stored event time in ms (so memory parts need no conversion when probed or purged).
-MS = "__ms"
 DEFAULT_GROUPS = 16
 DEFAULT_PUSH_FRACTION = 0.3
 
 
 @register
-class Join(KeyedOperator):
+class Join(GroupTransfer, KeyedOperator):
     """``join([N,] [within=<duration>])`` (see the module docstring).
 
     Parameters
@@ -140,6 +129,7 @@ class Join(KeyedOperator):
                  inactive_after: int | None = None, ordered: bool = True) -> None:
         super().__init__(stage, input_schema, key_columns, ts_column, aggregates)
         self.n_inputs, self.within, budget = parse_join(stage)
+        self.shape = JoinShape(self.key_columns, self.n_inputs, self.within)
         self.memory_budget = memory_budget if memory_budget is not None else budget
         self.spill_dir, self.n_groups, self.push_fraction = spill_dir, n_groups, push_fraction
         self.inactive_after = inactive_after if inactive_after is not None else self.within
@@ -162,8 +152,12 @@ class Join(KeyedOperator):
         self._held = HeldResults(self._output, self.n_inputs, self._spill)
         self._now: int | None = None
         self._bound: int | None = None
-        self.pushes = 0
-        self.cleanups = 0
+        self.counts = JoinCounts()
+
+    @classmethod
+    def check_query_inputs(cls, stage: StageSpec, n_inputs: int) -> None:
+        """ConfigError naming ``stage`` if it joins more inputs than the query has."""
+        check_query_inputs(stage, n_inputs)
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -222,26 +216,17 @@ class Join(KeyedOperator):
 
     def _probe(self, group: PartitionGroup, packet: pa.Table,
                index: np.ndarray | None) -> tuple[pa.Table, np.ndarray]:
-        """Match ``packet`` against the group's memory part and itself, then store it.
+        """Results of ``packet`` in ``group`` (:func:`~.join_match.probe_group`), then store it.
 
         ``index`` gives the packet's rows in the update; it is the results' sort key (None: the
         full order keys, for the reorder buffer).
         """
-        memory, ms = group.memory, column(packet, MS, np.int64)
-        if memory.num_rows:
-            useful = member(column(memory, KEY, np.uint64),
-                            np.unique(column(packet, KEY, np.uint64)))
-            if self.within is not None:
-                useful &= column(memory, MS, np.int64) > ms[0] - self.within
-            memory = memory.filter(pa.array(useful))
-        universe = pa.concat_tables([memory, packet]).combine_chunks()
-        found = self._match(universe, np.arange(memory.num_rows, universe.num_rows))
+        universe, found, stored = probe_group(group.memory, packet, self.shape)
         group.produced += len(found)
-        group.insert(packet, int(ms[-1]))
-        if index is None:
-            return self._results(universe, found, order_keys(universe, found, MS))
-        return self._results(universe, found,
-                             index[found.probe - memory.num_rows].reshape(1, -1))
+        group.insert(packet, int(column(packet, MS, np.int64)[-1]))
+        keys = (order_keys(universe, found, MS) if index is None
+                else index[found.probe - stored].reshape(1, -1))
+        return result_rows(universe, found, self._output, self.payload), keys
 
     def _purge(self, horizon: int) -> None:
         """Drop memory tuples with ``ts <= horizon = bound - within`` (they join nothing later)."""
@@ -253,99 +238,44 @@ class Join(KeyedOperator):
         """Disk adaptation (seed 003 §4.3) when the memory part exceeds the budget."""
         if self.memory_budget is None:
             return
-        if self._held.size and self.state_bytes > self.memory_budget:
-            self._held.push()  # held results are only read at release: they go first
+        self._push_held()  # held results are only read at release: they go first
         for group in choose_pushes(self._groups, self.memory_budget, self.push_fraction,
                                    self._now, self.inactive_after):
             self.push_group(group.gid)
 
-    # -- distributed adaptation hooks (seed 003 §5.1): route, move and push one group ---------
+    def _push_held(self) -> None:
+        """Write the held results to disk if the memory-resident state exceeds the budget."""
+        if self.memory_budget is not None and self._held.size and (
+                self.state_bytes > self.memory_budget):
+            self.counts.held_pushed_bytes += self._held.push()
 
-    def group_of(self, rows: pa.Table) -> np.ndarray:
-        """Partition group of each row (-1: a null key); the router (§3.1 *split*) uses it."""
-        _, valid, groups = route(rows, self.key_columns, self.n_groups)
-        return np.where(valid, groups, -1)
-
-    def take_group(self, gid: int) -> GroupState:
-        """Detach group ``gid``'s state between updates (:mod:`.join_transfer`); left empty."""
-        return take_state(self._groups[self._gid(gid)], self._spill, self._stored)
-
-    def give_group(self, state: GroupState) -> None:
-        """Install a state from :meth:`take_group` of an instance of the same query.
-
-        An ordered join (the default) refuses a state with generations on disk: results it
-        misses could precede results this instance already emitted. Lazy-disk never moves such
-        groups; to move them anyway, build both instances with ``ordered=False``.
-        """
-        if self.ordered and state.generations:
-            raise ConfigError(f"{self._where}: partition group {state.gid} has generations on "
-                              f"disk and this join keeps its output ordered; move groups "
-                              f"before they spill, or build the join with ordered=False")
-        give_state(self._groups[self._gid(state.gid)], self._spill, self._stored, state)
-
-    def push_group(self, gid: int) -> int:
-        """Push group ``gid``'s memory part to disk now (a plan's push, §4.3); bytes pushed."""
-        group = self._groups[self._gid(gid)]
-        size = group.size
-        if group.memory.num_rows:
-            last = int(column(group.memory, MS, np.int64)[-1])
-            floor = max(v for v in (last, self._now, self._bound) if v is not None)
-            group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
-            group.memory = self._stored.empty_table()
-            self.pushes += 1
-        return size
-
-    def _gid(self, gid: int) -> int:
-        """``gid`` if it names a group (ConfigError otherwise)."""
-        if not 0 <= gid < self.n_groups:
-            raise ConfigError(f"{self._where}: partition group {gid} does not exist; groups "
-                              f"are 0..{self.n_groups - 1}")
-        return gid
-
-    # -- clean-up stage (seed 003 §4.2, Eq. 1) -----------------------------------------------
+    # -- clean-up stage (seed 003 §4.2, Eq. 1): :mod:`.cleanup` -------------------------------
 
     def _clean_up(self, group: PartitionGroup, closed: int | None = None
                   ) -> tuple[pa.Table, np.ndarray]:
-        """The missing results with a tuple of the group's first ``closed`` generations (all).
-
-        Over all its epochs, the results spanning two or more whose earliest epoch is one of
-        those generations, which are then deleted (later epochs keep their own clean-up).
-        """
+        """Output rows and order keys of the missing results of the first ``closed`` (all)."""
         closed = len(group.generations) if closed is None else closed
-        parts = [self._spill.read(g, self._stored) for g in group.generations] + [group.memory]
-        epoch = np.repeat(np.arange(len(parts)), [p.num_rows for p in parts])
-        universe = pa.concat_tables(parts).combine_chunks()
-        found = self._match(universe, np.arange(universe.num_rows))
-        first = np.minimum.reduce([epoch[p] for p in found.partners])
-        found = found.where((first < closed) & (first != epoch[found.probe]))
-        group.produced += len(found)
-        for generation in group.generations[:closed]:
-            self._spill.delete(generation)
-        group.generations = group.generations[closed:]
-        self.cleanups += 1
-        return self._results(universe, found, order_keys(universe, found, MS))
+        universe, found = clean_up_group(group, self._spill, self._stored, closed, self.shape,
+                                         self.counts)
+        return (result_rows(universe, found, self._output, self.payload),
+                order_keys(universe, found, MS))
 
     def finish(self) -> pa.Table:
-        """End of input: clean up every group that still has generations on disk."""
-        cleaned = [self._clean_up(g) for g in self._groups if g.generations]
-        out = self._held.release(cleaned, None) if self.ordered else ordered(cleaned, self._output)
+        """End of input: clean up the groups on disk one at a time, then release every result.
+
+        A group's missing results are held (written to disk over the budget) and its files
+        deleted before the next group is read back (unordered: each group's results in turn).
+        """
+        out = []
+        for group in (g for g in self._groups if g.generations):
+            if self.ordered:
+                self._held.hold([self._clean_up(group)])
+                self._push_held()
+            else:
+                out.append(ordered([self._clean_up(group)], self._output))
+        out.append(self._held.release([], None))
         self._spill.close()
-        return out
-
-    # -- results ------------------------------------------------------------------------------
-
-    def _match(self, universe: pa.Table, probes: np.ndarray) -> Matches:
-        return match(column(universe, KEY, np.uint64), column(universe, INPUT_COL, np.int64),
-                     column(universe, MS, np.int64), probes, self.n_inputs, self.within)
-
-    def _results(self, universe: pa.Table, found: Matches,
-                 keys: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-        """Output rows of ``found``, with their sort ``keys`` (one row per key, major first)."""
-        head = universe.select([self.ts_column, INPUT_COL, SEQ_COL, *self.key_columns])
-        columns = list(head.take(found.probe).columns)
-        for partner in found.partners:
-            columns += universe.select([*self.payload, self.ts_column]).take(partner).columns
-        return pa.Table.from_arrays(columns, schema=self._output), keys
+        return pa.concat_tables([self._output.empty_table(), *out])
 
     # -- statistics, snapshots ----------------------------------------------------------------
 
@@ -359,23 +289,18 @@ class Join(KeyedOperator):
         return sum(x.size for g in self._groups for x in g.generations) + self._held.spilled_bytes
 
     @property
+    def stats(self) -> dict[str, int | float]:
+        """:class:`~.join_state.JoinCounts` and the bytes now on disk, as plain values."""
+        return {**asdict(self.counts), "spilled_bytes": self.spilled_bytes}
+
+    @property
     def state_bytes(self) -> int:
         """Bytes of memory-resident state (the sum of ``P_s`` and the held results in memory)."""
         return sum(g.size for g in self._groups) + self._held.size
 
     def snapshot(self) -> bytes:
-        """Snapshot bytes with memory parts and spilled generations folded in."""
-        groups, tables = fold_groups(self._groups, self._spill, self._stored)
-        held, tables["held"] = self._held.fold()
-        meta: dict[str, Any] = {
-            "args": list(self.stage.args), "kwargs": [list(kv) for kv in self.stage.kwargs],
-            "keys": self.key_columns, "ts": self.ts_column, "aggregates": list(self.aggregates),
-            "budget": self.memory_budget, "spill_dir": self.spill_dir, "n_groups": self.n_groups,
-            "fraction": self.push_fraction, "inactive_after": self.inactive_after,
-            "now": self._now, "pushes": self.pushes, "cleanups": self.cleanups,
-            "groups": groups, "ordered": self.ordered, "bound": self._bound, "held": held,
-        }
-        return encode(KIND, meta, {"schema": self.input_schema.empty_table(), **tables})
+        """Snapshot bytes, spilled generations folded in (:mod:`.join_snapshot`)."""
+        return snapshot_join(self)
 
     def close(self) -> None:
         """Delete the spilled files and directory (the state lives on in :meth:`snapshot`)."""
@@ -385,25 +310,5 @@ class Join(KeyedOperator):
     @classmethod
     def restore(cls, data: bytes) -> Join:
         """Rebuild the operator (its generations re-spilled to a fresh directory)."""
-        meta, tables = decode(data, KIND)
-        try:
-            return cls._rebuild(meta, tables)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"snapshot of operator 'join' does not match its format ({exc}); "
-                             f"it was not written by this version") from exc
-
-    @classmethod
-    def _rebuild(cls, meta: dict[str, Any], tables: dict[str, pa.Table]) -> Join:
-        stage = StageSpec(cls.name, tuple(meta["args"]),
-                          tuple((str(k), str(v)) for k, v in meta["kwargs"]))
-        op = cls(stage, tables["schema"].schema, list(meta["keys"]), str(meta["ts"]),
-                 tuple(meta["aggregates"]), memory_budget=meta["budget"],
-                 spill_dir=meta["spill_dir"], n_groups=int(meta["n_groups"]),
-                 push_fraction=float(meta["fraction"]), inactive_after=meta["inactive_after"],
-                 ordered=bool(meta.get("ordered", False)))
-        op._now, op._bound = meta["now"], meta.get("bound")
-        op.pushes, op.cleanups = meta["pushes"], meta["cleanups"]
-        unfold_groups(op._groups, op._spill, op._stored, meta["groups"], tables)
-        if "held" in tables:
-            op._held.unfold(meta["held"], tables["held"])
+        op: Join = restore_join(cls, data)
         return op

@@ -98,6 +98,12 @@ class HeldResults(SizedTable):
                    *(pa.array(p, pa.int64()) for p in partners)]
         return pa.Table.from_arrays(columns, schema=self.schema)
 
+    def hold(self, new: list[tuple[pa.Table, np.ndarray]]) -> None:
+        """Hold ``new`` results in memory (``(output rows, order keys)`` pairs), releasing none."""
+        parts = [self.with_keys(t, k) for t, k in new if t.num_rows]
+        if parts:
+            self.memory = pa.concat_tables([self.memory, *parts]).combine_chunks()
+
     def release(self, new: list[tuple[pa.Table, np.ndarray]], below: int | None) -> pa.Table:
         """Hold ``new`` results; return every held result with ts < ``below``, in order.
 
@@ -111,7 +117,8 @@ class HeldResults(SizedTable):
         for run in due:
             self._spill.delete(run.path)
             self.runs.remove(run)
-        table = pa.concat_tables(parts).combine_chunks()
+        table = pa.concat_tables(parts)  # chunks kept: the parts are not copied
+        del parts
         if below is not None:  # only what leaves is sorted; the rest stays held, unsorted
             ms = np.asarray(table.column(ORDER_MS).to_numpy())
             leaving = ms < below
@@ -121,8 +128,8 @@ class HeldResults(SizedTable):
             self.memory = self.schema.empty_table()
         if not table.num_rows:
             return self.output.empty_table()
-        table = table.take(order_of(table, self.n_inputs))
-        return table.select(self.output.names).combine_chunks()
+        order = order_of(table, self.n_inputs)  # one copy: the output columns, in order
+        return table.select(self.output.names).take(order).combine_chunks()
 
     def push(self) -> int:
         """Write the held results in memory as one run on disk; bytes pushed."""

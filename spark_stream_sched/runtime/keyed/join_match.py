@@ -25,7 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from spark_stream_sched.runtime.keyed.groups import KEY
+from spark_stream_sched.runtime.keys import key_ids
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+
+#: Stored event time in ms (so memory parts need no conversion when probed or purged).
+MS = "__ms"
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,9 @@ def match(keys: np.ndarray, inputs: np.ndarray, ms: np.ndarray, probes: np.ndarr
     Parameters
     ----------
     keys
-        Key hash of every universe tuple (uint64; tuples with a null key are never in it).
+        Key id of every universe tuple: non-negative, below the universe's size, equal iff the
+        key values are equal (:func:`~spark_stream_sched.runtime.keys.key_ids`; never a hash,
+        which distinct keys may share); tuples with a null key are never in the universe.
     inputs
         Input number ``0 .. n_inputs-1`` of every universe tuple.
     ms
@@ -79,8 +86,7 @@ def match(keys: np.ndarray, inputs: np.ndarray, ms: np.ndarray, probes: np.ndarr
     size = len(keys)
     if size == 0 or len(probes) == 0:
         return Matches(np.empty(0, np.int64), [np.empty(0, np.int64)] * n_inputs)
-    _, kid = np.unique(keys, return_inverse=True)
-    code = np.asarray(kid, np.int64).reshape(-1) * n_inputs + inputs.astype(np.int64)
+    code = np.asarray(keys, np.int64) * n_inputs + inputs.astype(np.int64)
     order = np.argsort(code, kind="stable")
     span = size + 1
     composite = code[order] * span + order  # ascending: (key, input, position)
@@ -96,6 +102,52 @@ def match(keys: np.ndarray, inputs: np.ndarray, ms: np.ndarray, probes: np.ndarr
         counts.append(np.where(own == j, 1, np.maximum(hi - lo, 0)))
     total = np.prod(np.stack(counts), axis=0)
     return _enumerate(probes, own, order, lows, counts, total)
+
+
+@dataclass(frozen=True)
+class JoinShape:
+    """What probing needs of the join: key columns, ``N`` and the window (ms or None)."""
+
+    key_columns: list[str]
+    n_inputs: int
+    within: int | None
+
+    def probe(self, universe: pa.Table, probes: np.ndarray) -> Matches:
+        """Every result of ``universe`` completed by ``probes`` (:func:`probe_universe`)."""
+        return probe_universe(universe, probes, self.key_columns, self.n_inputs, self.within)
+
+
+def probe_universe(universe: pa.Table, probes: np.ndarray, key_columns: list[str],
+                   n_inputs: int, within: int | None) -> Matches:
+    """:func:`match` over a table of stored tuples (a partition group's universe).
+
+    ``universe`` has the key columns, ``__input``, :data:`MS` and, if it was stored, the key
+    hash :data:`~.groups.KEY` (computed otherwise); keys compare by value
+    (:func:`~spark_stream_sched.runtime.keys.key_ids`).
+    """
+    hashes = column(universe, KEY, np.uint64) if KEY in universe.column_names else None
+    ids = key_ids(universe, key_columns, hashes)
+    return match(ids, column(universe, INPUT_COL, np.int64), column(universe, MS, np.int64),
+                 probes, n_inputs, within)
+
+
+def probe_group(memory: pa.Table, packet: pa.Table, shape: JoinShape
+                ) -> tuple[pa.Table, Matches, int]:
+    """The symmetric hash join's probe of one partition group by a packet of its tuples.
+
+    Every result completed by a tuple of ``packet`` (stored tuples in the total order, after
+    every tuple of ``memory``), with partners among the memory part and the packet's earlier
+    tuples. Returns the universe (the memory tuples that can take part, then the packet), the
+    results as positions in it, and where the packet starts in it.
+    """
+    if memory.num_rows:  # equal hashes: a superset of the equal keys (values decide in match)
+        useful = member(column(memory, KEY, np.uint64), np.unique(column(packet, KEY, np.uint64)))
+        if shape.within is not None:
+            useful &= column(memory, MS, np.int64) > column(packet, MS, np.int64)[0] - shape.within
+        memory = memory.filter(pa.array(useful))
+    universe = pa.concat_tables([memory, packet]).combine_chunks()
+    found = shape.probe(universe, np.arange(memory.num_rows, universe.num_rows))
+    return universe, found, memory.num_rows
 
 
 def _enumerate(probes: np.ndarray, own: np.ndarray, order: np.ndarray, lows: list[np.ndarray],
@@ -124,6 +176,22 @@ def order_keys(universe: pa.Table, found: Matches, ms: str) -> np.ndarray:
     return np.stack([column(universe, ms, np.int64)[found.probe],
                      column(universe, INPUT_COL, np.int64)[found.probe], seq[found.probe],
                      *(seq[p] for p in found.partners)])
+
+
+def result_rows(universe: pa.Table, found: Matches, output: pa.Schema,
+                payload: list[str]) -> pa.Table:
+    """The output rows of ``found`` (the join's output schema ``output``).
+
+    The completing tuple's ts, ``__input``, ``__seq`` and key columns (the first fields of
+    ``output``), then per input its ``payload`` columns and ts, in that input's partner.
+    """
+    n_head = len(output) - len(found.partners) * (len(payload) + 1)
+    head = universe.select(output.names[:n_head])
+    columns = list(head.take(found.probe).columns)
+    ts_column = output.names[0]
+    for partner in found.partners:
+        columns += universe.select([*payload, ts_column]).take(partner).columns
+    return pa.Table.from_arrays(columns, schema=output)
 
 
 def column(table: pa.Table, name: str, dtype: type[np.generic]) -> np.ndarray:

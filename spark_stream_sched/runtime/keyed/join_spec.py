@@ -40,6 +40,21 @@ def parse_join(stage: StageSpec) -> tuple[int, int | None, int | None]:
         raise stage.fail(str(exc)) from exc
 
 
+def check_query_inputs(stage: StageSpec, n_inputs: int) -> None:
+    """ConfigError naming the stage if it joins more inputs than the query has.
+
+    Such a join could never produce a result (a result needs a tuple of every joined input).
+    """
+    n = parse_join(stage)[0]
+    if n <= n_inputs:
+        return
+    fix = (f"write join({n_inputs}, ...)" if n_inputs >= 2
+           else "a join needs at least 2 inputs")
+    raise stage.fail(f"joins {n} inputs (0..{n - 1}), but the query has {n_inputs} "
+                     f"input{'s' if n_inputs != 1 else ''}, so it could never produce a result; "
+                     f"give the query {n} inputs or {fix}")
+
+
 def join_output_schema(input_schema: pa.Schema, ts_column: str, key_columns: list[str],
                        payload: list[str], n_inputs: int, stage: StageSpec) -> pa.Schema:
     """Completing tuple's ts/__input/__seq and keys, then each input's payload and ts.

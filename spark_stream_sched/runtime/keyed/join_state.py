@@ -62,6 +62,23 @@ class Generation:
     size: int = 0
 
 
+@dataclass
+class JoinCounts:
+    """What the join's disk adaptation and clean-up stage did (:attr:`~.join.Join.stats`).
+
+    ``pushed_bytes`` are the generations' bytes as they took in memory (``P_s`` at each push);
+    ``held_pushed_bytes`` those of held results written by the reorder buffer;
+    ``cleanup_seconds`` is wall time (a figure, never a decision).
+    """
+
+    pushes: int = 0
+    pushed_bytes: int = 0
+    held_pushed_bytes: int = 0
+    cleanups: int = 0
+    cleanup_results: int = 0
+    cleanup_seconds: float = 0.0
+
+
 def arrow_bytes(table: pa.Table) -> int:
     """Bytes of ``table``'s Arrow buffers in the canonical layout.
 
@@ -253,37 +270,6 @@ def drop_generations(groups: list[PartitionGroup], spill: SpillStore) -> None:
             spill.delete(generation)
         group.generations = []
     spill.close()
-
-
-def fold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Schema
-                ) -> tuple[list[Any], dict[str, pa.Table]]:
-    """Per-group snapshot metadata, and the memory parts and generations as two tables.
-
-    Generations are read back from disk (checksum verified); both tables are in group, then
-    generation order.
-    """
-    spilled = [spill.read(x, schema) for g in groups for x in g.generations]
-    meta = [[g.produced, g.last_insert, g.memory.num_rows,
-             [[x.rows, x.max_ms, x.floor] for x in g.generations]] for g in groups]
-    return meta, {"memory": pa.concat_tables([schema.empty_table(), *(g.memory for g in groups)]),
-                  "spilled": pa.concat_tables([schema.empty_table(), *spilled])}
-
-
-def unfold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Schema,
-                  meta: list[Any], tables: dict[str, pa.Table]) -> None:
-    """Inverse of :func:`fold_groups`: memory parts back in memory, generations back on disk."""
-    memory, spilled, at, at_spilled = tables["memory"], tables["spilled"], 0, 0
-    if not (memory.schema.equals(schema) and spilled.schema.equals(schema)):
-        raise StateError("the join snapshot's state tables have another schema")
-    for group, (produced, last, rows, generations) in zip(groups, meta, strict=True):
-        group.produced, group.last_insert = int(produced), last
-        group.memory = fresh(memory.slice(at, rows))
-        at += rows
-        for count, max_ms, *floor in generations:  # older snapshots have no floor
-            part = fresh(spilled.slice(at_spilled, count))
-            group.generations.append(spill.write(group.gid, part, int(max_ms),
-                                                 int(floor[0]) if floor else None))
-            at_spilled += count
 
 
 def fresh(table: pa.Table) -> pa.Table:

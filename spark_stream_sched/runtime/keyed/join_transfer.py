@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.errors import StateError
+from spark_stream_sched.errors import ConfigError, StateError
+from spark_stream_sched.runtime.keyed.join_match import MS, column
+from spark_stream_sched.runtime.keyed.join_spec import route
 from spark_stream_sched.runtime.keyed.join_state import (
+    JoinCounts,
     PartitionGroup,
     SpillStore,
     arrow_bytes,
@@ -123,3 +127,63 @@ def decode_group(data: bytes) -> GroupState:
                           int(meta["produced"]), meta["last_insert"])
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"encoded partition group does not match its format ({exc})") from exc
+
+
+class GroupTransfer:
+    """The join's hooks for adaptation (seed 003 §4.3, §5.1): route, detach, install, push.
+
+    A mixin of :class:`~.join.Join`, which provides the attributes below.
+    """
+
+    key_columns: list[str]
+    n_groups: int
+    ordered: bool
+    _groups: list[PartitionGroup]
+    _spill: SpillStore
+    _stored: pa.Schema
+    _where: str
+    _now: int | None
+    _bound: int | None
+    counts: JoinCounts
+
+    def group_of(self, rows: pa.Table) -> np.ndarray:
+        """Partition group of each row (-1: a null key); the router (§3.1 *split*) uses it."""
+        _, valid, groups = route(rows, self.key_columns, self.n_groups)
+        return np.where(valid, groups, -1)
+
+    def take_group(self, gid: int) -> GroupState:
+        """Detach group ``gid``'s state between updates (:mod:`.join_transfer`); left empty."""
+        return take_state(self._groups[self._gid(gid)], self._spill, self._stored)
+
+    def give_group(self, state: GroupState) -> None:
+        """Install a state from :meth:`take_group` of an instance of the same query.
+
+        An ordered join (the default) refuses a state with generations on disk: results it
+        misses could precede results this instance already emitted. Lazy-disk never moves such
+        groups; to move them anyway, build both instances with ``ordered=False``.
+        """
+        if self.ordered and state.generations:
+            raise ConfigError(f"{self._where}: partition group {state.gid} has generations on "
+                              f"disk and this join keeps its output ordered; move groups "
+                              f"before they spill, or build the join with ordered=False")
+        give_state(self._groups[self._gid(state.gid)], self._spill, self._stored, state)
+
+    def push_group(self, gid: int) -> int:
+        """Push group ``gid``'s memory part to disk now (a plan's push, §4.3); bytes pushed."""
+        group = self._groups[self._gid(gid)]
+        size = group.size
+        if group.memory.num_rows:
+            last = int(column(group.memory, MS, np.int64)[-1])
+            floor = max(v for v in (last, self._now, self._bound) if v is not None)
+            group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
+            group.memory = self._stored.empty_table()
+            self.counts.pushes += 1
+            self.counts.pushed_bytes += size
+        return size
+
+    def _gid(self, gid: int) -> int:
+        """``gid`` if it names a group (ConfigError otherwise)."""
+        if not 0 <= gid < self.n_groups:
+            raise ConfigError(f"{self._where}: partition group {gid} does not exist; groups "
+                              f"are 0..{self.n_groups - 1}")
+        return gid

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, build_operator, operator_class
 from spark_stream_sched.runtime.keyed.stage import StageSpec, parse_stage
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
@@ -217,15 +217,29 @@ class Pipeline:
         return snapshot.encode(KIND, meta, tables)
 
     @classmethod
-    def restore(cls, data: bytes) -> Pipeline:
-        """Rebuild from :meth:`snapshot` bytes (StateError if corrupt or of another kind)."""
+    def restore(cls, data: bytes, stages: Sequence[StageSpec]) -> Pipeline:
+        """Rebuild the query's pipeline from :meth:`snapshot` bytes.
+
+        ``stages`` are the query's own (:func:`parse_stages` of its definition): only they are
+        restored, and they are compared with the snapshot's before anything is imported, so a
+        state file cannot choose the code that runs (``udf`` names a module).
+
+        Raises
+        ------
+        StateError
+            Corrupt bytes, another kind of state, or stages other than ``stages`` (naming both).
+        """
         meta, tables = snapshot.decode(data, KIND)
-        stages = [parse_stage(t) for t in meta["stages"]]
-        operators = [operator_class(s.name).restore(tables[f"op{i}"].column("b")[0].as_py())
-                     for i, s in enumerate(stages)]
+        held, wanted = [str(t) for t in meta.get("stages", [])], [s.text() for s in stages]
+        if held != wanted:
+            raise StateError(f"the state holds the operators {held} but the query defines "
+                             f"{wanted}; the state was written by another query: start it with "
+                             f"a new checkpoint location")
+        operators = [operator_class(s.name).restore_stage(
+            tables[f"op{i}"].column("b")[0].as_py(), s) for i, s in enumerate(stages)]
         window = None
         if "window" in tables:
             window = WindowAggregator.restore(tables["window"].column("b")[0].as_py())
         spec = None if meta["window"] is None else WindowSpec(*meta["window"])
-        return cls(stages, spec, meta["keys"], meta["aggregates"], meta["ts"],
+        return cls(list(stages), spec, meta["keys"], meta["aggregates"], meta["ts"],
                    pa.schema([]), _operators=operators, _window=window)

@@ -29,13 +29,13 @@ import pyarrow as pa
 from spark_stream_sched.errors import ExpressionError
 from spark_stream_sched.runtime.keyed.base import register
 from spark_stream_sched.runtime.keyed.groups import (
-    KEY,
     KeyGroups,
     RowOperator,
     column,
+    find,
+    key_fields,
     lookup,
     merge_state,
-    state_keys,
     take,
 )
 from spark_stream_sched.runtime.keyed.stage import StageSpec
@@ -86,11 +86,13 @@ class Delta(RowOperator):
             self.require_column(name, "key column")
         self.added = [pa.field(stage.alias or f"delta_{self.column}", out)]
         self.check_new_names()
-        self._state = pa.schema([(KEY, pa.uint64()), ("previous", out)]).empty_table()
+        self._state = pa.schema([*key_fields(input_schema, key_columns),
+                                 ("previous", out)]).empty_table()
 
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Append each tuple's difference to the key's previous tuple."""
         g = KeyGroups.of(rows, self.key_columns)
+        slot = lookup(self._state, g)
         k, out_type = self._state.num_rows, self.added[0].type
         values, valid = numeric_values(column(rows, self.column))
         carried, carried_valid = numeric_values(column(self._state, "previous"))
@@ -99,14 +101,14 @@ class Delta(RowOperator):
         previous = np.empty(rows.num_rows, dtype=np.int64)
         if rows.num_rows:
             previous[g.order] = np.concatenate(([-1], k + g.order[:-1]))
-            previous[g.order[g.starts[:-1]]] = lookup(state_keys(self._state), g.hashes)
+            previous[g.order[g.starts[:-1]]] = slot
         ok = (previous >= 0) & valid & all_valid[np.maximum(previous, 0)]
         with np.errstate(over="ignore", invalid="ignore"):
             diff = values - all_values[np.maximum(previous, 0)]
         last = g.last_rows()
-        new = pa.table({KEY: pa.array(g.hashes, pa.uint64()),
-                        "previous": pa.array(values[last], out_type, mask=~valid[last])})
-        self._state = merge_state(self._state, new)
+        new = g.keys.append_column("previous",
+                                   pa.array(values[last], out_type, mask=~valid[last]))
+        self._state = merge_state(self._state, new, slot[slot >= 0])
         return self.emit(rows, [pa.array(diff, out_type, mask=~ok)])
 
     def state_tables(self) -> dict[str, pa.Table]:
@@ -145,32 +147,33 @@ class Lag(RowOperator):
             self.require_column(name, "key column")
         self.added = [pa.field(stage.alias or f"lag_{self.column}_{self.n}", kind)]
         self.check_new_names()
-        self._history = pa.schema([(KEY, pa.uint64()), ("position", pa.int64()),
-                                   ("value", kind)]).empty_table()
+        self._history = pa.schema([*key_fields(input_schema, key_columns),
+                                   ("position", pa.int64()), ("value", kind)]).empty_table()
 
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Append to each tuple the value ``n`` tuples earlier for its key."""
         g, n, k = KeyGroups.of(rows, self.key_columns), self.n, self._history.num_rows
-        keys = state_keys(self._history)
-        first = np.searchsorted(keys, g.hashes, "left")  # each key's history rows
-        held = np.searchsorted(keys, g.hashes, "right") - first
+        # Each key's history rows, oldest first: hist[first[g] : first[g] + held[g]].
+        which, hist = find(self._history, g)
+        held = np.bincount(which, minlength=len(g))
+        first = np.cumsum(held) - held
         values = pa.concat_arrays([column(self._history, "value"), column(rows, self.column)])
         back = g.rank() - n  # < 0: the value is in the history (or missing)
         in_rows = g.order[np.minimum(g.starts[g.group] + np.maximum(back, 0), len(g.order) - 1)]
-        in_history = (held + first)[g.group] + back
-        src = np.where(back >= 0, k + in_rows,
-                       np.where(held[g.group] + back >= 0, in_history, -1))
+        in_history = (back < 0) & (held[g.group] + back >= 0)
+        at = np.where(in_history, (first + held)[g.group] + back, len(hist))
+        src = np.where(back >= 0, k + in_rows, np.append(hist, -1)[at])
         keep = []
         for i in range(len(g)):  # one iteration per distinct key, not per tuple
-            keep.append(np.concatenate((np.arange(first[i], first[i] + held[i]),
-                                        k + g.rows(i)))[-n:])
+            keep.append(np.concatenate((hist[first[i]:first[i] + held[i]], k + g.rows(i)))[-n:])
         if keep:
             kept = np.concatenate(keep)
             sizes = [len(part) for part in keep]
-            new = pa.table({KEY: pa.array(np.repeat(g.hashes, sizes), pa.uint64()),
-                            "position": np.concatenate([np.arange(s) for s in sizes]),
-                            "value": values.take(pa.array(kept))})
-            self._history = merge_state(self._history, new, ("position",))
+            new = g.keys.take(pa.array(np.repeat(np.arange(len(g)), sizes), pa.int64()))
+            new = new.append_column("position", pa.array(
+                np.concatenate([np.arange(s) for s in sizes]), pa.int64()))
+            new = new.append_column("value", values.take(pa.array(kept)))
+            self._history = merge_state(self._history, new, hist, ("position",))
         return self.emit(rows, [take(values, src)])
 
     def state_tables(self) -> dict[str, pa.Table]:

@@ -34,13 +34,12 @@ from spark_stream_sched.errors import ExpressionError
 from spark_stream_sched.runtime.aggregates import BoundAggregate, bind, parse_aggregates
 from spark_stream_sched.runtime.keyed.base import register
 from spark_stream_sched.runtime.keyed.groups import (
-    KEY,
     KeyGroups,
     RowOperator,
     column,
+    key_fields,
     lookup,
     merge_state,
-    state_keys,
     take,
 )
 from spark_stream_sched.runtime.keyed.stage import StageSpec
@@ -55,7 +54,7 @@ class _Packet:
     def __init__(self, rows: pa.Table, keys: list[str], state: pa.Table) -> None:
         self.rows = rows
         self.groups = KeyGroups.of(rows, keys)
-        self.slot = lookup(state_keys(state), self.groups.hashes)  # per group, -1: new key
+        self.slot = lookup(state, self.groups)  # per group, -1: new key
         self.state = state
         self.k = state.num_rows
         self.sizes = np.diff(self.groups.starts)
@@ -239,12 +238,13 @@ class RunningAggregate(RowOperator):
         self.added = [pa.field(b.spec.alias, b.output_type) for b in self.bound]
         self.check_new_names()
         fields = [f for i, b in enumerate(self.bound) for f in _state_fields(b, i)]
-        self._state = pa.schema([pa.field(KEY, pa.uint64()), *fields]).empty_table()
+        self._state = pa.schema([*key_fields(input_schema, key_columns), *fields]).empty_table()
 
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Append the running aggregates of each tuple's key (state carried across calls)."""
         pk = _Packet(rows, self.key_columns, self._state)
-        outputs, after = [], {KEY: pa.array(pk.groups.hashes, pa.uint64())}
+        keys = pk.groups.keys
+        outputs, after = [], dict(zip(keys.column_names, keys.columns, strict=True))
         last = pa.array(pk.groups.last_rows())
         for i, agg in enumerate(self.bound):
             output, states = _KERNELS[agg.spec.func](pk, agg, i)
@@ -252,7 +252,7 @@ class RunningAggregate(RowOperator):
             after.update({name: values.take(last) for name, values in states.items()})
         if rows.num_rows:
             new = pa.table(after).cast(self._state.schema)
-            self._state = merge_state(self._state, new)
+            self._state = merge_state(self._state, new, pk.slot[pk.slot >= 0])
         return self.emit(rows, outputs)
 
     def state_tables(self) -> dict[str, pa.Table]:

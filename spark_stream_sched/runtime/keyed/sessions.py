@@ -19,6 +19,8 @@ against pyspark 4.3 in ``tests/spark/test_sessions_vs_spark.py``), applied in th
 * a session is emitted exactly once, by the first call whose ready bound proves it closed,
   ``bound > last_ts + gap`` (every later tuple has ``ts >= bound``, so none can touch it);
   :meth:`finish` emits the sessions still open;
+* keys group by value as in Spark (:func:`~spark_stream_sched.runtime.keys.key_codes`: nulls
+  are one key, ``-0.0`` is ``0.0``, NaN is NaN); a session's key columns hold its first tuple's;
 * output columns: ``session_start``, ``session_end``, the key columns, one column per aggregate
   alias (the types of the window aggregator; order-sensitive aggregates follow the total order);
 * output order within one call: ``(session_end, session_start, keys)`` ascending, nulls first.
@@ -45,6 +47,7 @@ from spark_stream_sched.runtime.aggregates import BoundAggregate, bind, parse_ag
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.stage import StageSpec
+from spark_stream_sched.runtime.keys import key_codes
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.state import snapshot
 from spark_stream_sched.runtime.window.panes import PANE, WINDOW, combine_windows, pane_partials
@@ -66,20 +69,6 @@ def parse_gap(stage: StageSpec) -> int:
         return parse_duration(given[0], "session gap")
     except ConfigError as exc:
         raise stage.fail(str(exc)) from exc
-
-
-def key_codes(keys: pa.Table) -> np.ndarray:
-    """Dense int64 code per row such that rows have equal codes iff all key values are equal.
-
-    Nulls are a value of their own (they form one group, as in Spark's ``groupBy``).
-    """
-    code = np.zeros(keys.num_rows, dtype=np.int64)
-    for name in keys.column_names:
-        encoded = pc.dictionary_encode(keys.column(name).combine_chunks(), null_encoding="encode")
-        index = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        combined = code * max(1, len(encoded.dictionary)) + index
-        code = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    return code
 
 
 @register
@@ -184,7 +173,8 @@ class Sessionize(KeyedOperator):
         codes = np.zeros(n_open + rows.num_rows, dtype=np.int64)  # no key columns: one key
         if self.key_columns:
             codes = key_codes(pa.concat_tables([self._sessions.select(self.key_columns),
-                                                rows.select(self.key_columns)]))
+                                                rows.select(self.key_columns)]),
+                              self.key_columns)
         open_of = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
         open_of[codes[:n_open]] = np.arange(n_open)
         order = np.argsort(codes[n_open:], kind="stable")  # by key, total order within a key

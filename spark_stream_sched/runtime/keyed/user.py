@@ -41,13 +41,14 @@ and names it in a stage: ``udf(mypkg.alarms:alarms)``. Contract:
   any exception raised by the function become :class:`~spark_stream_sched.errors.InputError`
   naming the function, the key and the input positions ``(input, seq)`` of the first and last
   rows it was given (the function's exception is chained).
-* **Snapshots** store the import path, never the function: :meth:`UserFunction.restore` imports
-  it again and refuses (StateError) a function whose ``output_schema`` has changed.
+* **Import path** and **snapshots**: the path's shape and the module's source are checked
+  before it is imported (:mod:`~spark_stream_sched.runtime.keyed.user_path`); a snapshot stores
+  the path, never the function, and is restored only for the stage the query defines
+  (:meth:`UserFunction.restore_stage`), refused (StateError) if ``output_schema`` changed.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,10 +56,21 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
-from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
-from spark_stream_sched.runtime.keyed.groups import KEY, KeyGroups
+from spark_stream_sched.runtime.keyed import user_path
+from spark_stream_sched.runtime.keyed.base import KeyedOperator, check_stage, register
+from spark_stream_sched.runtime.keyed.groups import (
+    STATE_FORMAT,
+    KeyGroups,
+    check_format,
+    column,
+    key_fields,
+    lookup,
+    merge_state,
+    take,
+)
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.state.snapshot import decode, encode
@@ -122,16 +134,8 @@ def _dumped(state: object) -> str:
 
 
 def load_function(path: str) -> KeyedFunction:
-    """Import ``package.module:function`` (ConfigError if missing or not a keyed function)."""
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"{path!r} is not an import path of the form package.module:function")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import {path!r}: {exc}") from exc
+    """The keyed function ``package.module:function`` names, checked before any import."""
+    target = user_path.load_function(path)
     if not isinstance(target, KeyedFunction):
         raise ConfigError(f"{path!r} is not decorated with @keyed_function")
     return target
@@ -172,7 +176,8 @@ class UserFunction(KeyedOperator):
         self._carried = list(dict.fromkeys(carried))
         self._schema = pa.schema([input_schema.field(n) for n in self._carried]
                                  + list(self.function.output_schema))
-        self._states: dict[int, str] = {}
+        self._states = pa.schema([*key_fields(input_schema, key_columns),
+                                  ("state", pa.string())]).empty_table()
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -182,18 +187,21 @@ class UserFunction(KeyedOperator):
     def update(self, rows: pa.Table, bound: int | None) -> pa.Table:
         """Call the function once per key of ``rows``; return its rows in producing order."""
         groups = KeyGroups.of(rows, self.key_columns)
-        outputs, producers, states = [], [], {}
+        slot = lookup(self._states, groups)
+        carried = take(column(self._states, "state"), slot).to_pylist()
+        outputs, producers, states = [], [], []
         for g in range(len(groups)):  # one call per distinct key, as the contract says
             index = groups.rows(g)
             part = rows.take(pa.array(index))
             key = tuple(part.column(name)[0].as_py() for name in self.key_columns)
-            hashed = int(groups.hashes[g])
-            state = json.loads(self._states.get(hashed, self.function.initial_state))
+            state = json.loads(carried[g] if slot[g] >= 0 else self.function.initial_state)
             output, produced_by = self._call(key, part, state)
-            states[hashed] = self._stored(key, state)
+            states.append(self._stored(key, state))
             outputs.append(output)
             producers.append(index[produced_by])
-        self._states.update(states)
+        if states:
+            new = groups.keys.append_column("state", pa.array(states, pa.string()))
+            self._states = merge_state(self._states, new, slot[slot >= 0])
         if not outputs:
             return self._schema.empty_table()
         producer = np.concatenate(producers)
@@ -247,29 +255,40 @@ class UserFunction(KeyedOperator):
 
     def snapshot(self) -> bytes:
         """The import path, schemas and every key's state as JSON text (never pickle)."""
-        hashes = sorted(self._states)
         tables = {
             "__schema": self.input_schema.empty_table(),
             "__output": self.function.output_schema.empty_table(),
-            "udf": pa.table({KEY: pa.array(hashes, pa.uint64()),
-                             "state": pa.array([self._states[h] for h in hashes], pa.string())}),
+            "udf": self._states,
         }
-        meta = {"path": self.path, "keys": self.key_columns, "ts": self.ts_column}
+        meta = {"path": self.path, "keys": self.key_columns, "ts": self.ts_column,
+                "format": STATE_FORMAT}
         return encode("keyed.udf", meta, tables)
 
     @classmethod
+    def restore_stage(cls, data: bytes, stage: StageSpec) -> KeyedOperator:
+        """Restore ``stage``; StateError before any import if the snapshot names another one."""
+        meta, _ = decode(data, "keyed.udf")
+        check_stage(StageSpec(cls.name, (str(meta.get("path")),)), stage)
+        return cls.restore(data)
+
+    @classmethod
     def restore(cls, data: bytes) -> KeyedOperator:
-        """Import the function again and adopt the states (StateError if they do not fit)."""
+        """Import the function the snapshot names; adopt the states (StateError if unfit).
+
+        A query restores through :meth:`restore_stage`, which checks the name first.
+        """
         meta, tables = decode(data, "keyed.udf")
+        check_format(meta, cls.name)
         try:
             op = cls(StageSpec(cls.name, (str(meta["path"]),)), tables["__schema"].schema,
                      list(meta["keys"]), str(meta["ts"]))
             if not tables["__output"].schema.equals(op.function.output_schema):
                 raise StateError(f"the output_schema of {op.path!r} changed since the snapshot "
                                  f"was taken; restore with the function it was written by")
-            states = tables["udf"]
-            op._states = dict(zip(states.column(KEY).to_pylist(),
-                                  states.column("state").to_pylist(), strict=True))
+            if not tables["udf"].schema.equals(op._states.schema):
+                raise StateError("the per-key state table has another schema than the query's "
+                                 "key columns give")
+            op._states = tables["udf"]
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"snapshot of operator 'udf' does not match its format ({exc})"
                              ) from exc
@@ -278,4 +297,4 @@ class UserFunction(KeyedOperator):
     @property
     def state_bytes(self) -> int:
         """Bytes of JSON state held."""
-        return sum(len(text) for text in self._states.values())
+        return int(pc.sum(pc.binary_length(self._states.column("state"))).as_py() or 0)

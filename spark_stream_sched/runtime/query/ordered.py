@@ -9,6 +9,7 @@ only on the inputs, never on batch boundaries or the timing of pushes and polls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pyarrow as pa
 from spark_stream_sched.errors import InputError
 from spark_stream_sched.runtime.aggregates import AggSpec
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
+from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.merge import SMerge
 from spark_stream_sched.runtime.packets import Data, as_table
 from spark_stream_sched.runtime.predicate import Predicate
@@ -136,12 +138,16 @@ class OrderedAggregation:
         return snapshot.encode("ordered_aggregation", meta, tables)
 
     @classmethod
-    def restore(cls, data: bytes) -> OrderedAggregation:
-        """Rebuild from :meth:`snapshot` bytes (StateError if corrupt)."""
+    def restore(cls, data: bytes, stages: Sequence[StageSpec] = ()) -> OrderedAggregation:
+        """Rebuild from :meth:`snapshot` bytes (StateError if corrupt).
+
+        ``stages`` are the query's operators; a pipeline in the snapshot must hold exactly
+        those (:meth:`Pipeline.restore`), a query without operators restores windows.
+        """
         meta, tables = snapshot.decode(data, "ordered_aggregation")
         merge = SMerge.restore(tables["merge"].column("b")[0].as_py())
         data_w = tables["window"].column("b")[0].as_py()
-        window: GroupOperator = (Pipeline.restore(data_w) if meta.get("group") == "pipeline"
+        window: GroupOperator = (Pipeline.restore(data_w, stages) if stages
                                  else WindowAggregator.restore(data_w))
         return cls(merge.n_inputs, WindowSpec(1, 1), [], [], _merge=merge,
                    where=meta.get("where"), _window=window)

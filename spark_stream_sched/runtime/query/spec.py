@@ -100,7 +100,12 @@ class QuerySpec:
             raise ConfigError(f"keyColumns {list(self.key_columns)} names a column twice")
 
     def _check_shape(self, stages: list[StageSpec]) -> None:
-        """A window needs aggregates; no window needs operators that give the result."""
+        """A window needs aggregates; no window needs operators that give the result.
+
+        Every operator must fit the query's inputs (a join of more inputs than it has).
+        """
+        for stage in stages:
+            operator_class(stage.name).check_query_inputs(stage, self.n_inputs)
         if self.window_ms:
             if not self.aggregates:
                 raise ConfigError("a window needs at least one aggregate (option aggregates)")
@@ -159,7 +164,7 @@ class QuerySpec:
               ) -> OrderedAggregation:
         """The merge + filter + pipeline logic for ``input_schema``, resumed from a snapshot."""
         if resume_state is not None:
-            return OrderedAggregation.restore(resume_state)
+            return OrderedAggregation.restore(resume_state, parse_stages(self.operators))
         return OrderedAggregation.of(self.n_inputs, self.timestamp_column, self.out_of_order,
                                      self.build_group(input_schema), input_schema, self.where)
 
@@ -173,7 +178,7 @@ class QuerySpec:
             return WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
                                     self.timestamp_column, input_schema)
         if resume_state is not None:
-            return Pipeline.restore(resume_state)
+            return Pipeline.restore(resume_state, parse_stages(self.operators))
         return Pipeline(parse_stages(self.operators), self.window, self.key_columns,
                         self.aggregates, self.timestamp_column, input_schema)
 

@@ -110,7 +110,7 @@ def run(make: Callable[[], Join], table: pa.Table, plan: Plan) -> tuple[pa.Table
     outputs.append(op.finish())
     for out in outputs:
         assert out.schema.equals(op.output_schema)
-    return pa.concat_tables(outputs), op.pushes
+    return pa.concat_tables(outputs), op.counts.pushes
 
 
 def exact(rows: list[dict[str, Any]]) -> list[str]:
@@ -182,7 +182,7 @@ def test_spilling_keeps_the_oracle_order(n, within, budget, data) -> None:
                 given_bound = downstream
         outputs.append(op.finish())
     actual = exact(pa.concat_tables(outputs).to_pylist())
-    event(f"clean-ups: {op.cleanups > 0}, results: {len(actual) > 0}")
+    event(f"clean-ups: {op.stats['cleanups'] > 0}, results: {len(actual) > 0}")
     assert actual == expected
 
 
@@ -199,7 +199,7 @@ def test_tiny_budget_pushes_and_clean_up_recovers_every_missing_result(spill_roo
     op = Join(stage(2, 5), SCHEMA, ["k"], "ts", memory_budget=0, spill_dir=spill_root)
     first = op.update(rows.slice(0, 2), 3)  # a@0 and a@1 in one packet: joined right away
     assert pairs(first) == [(0, 1)]
-    assert op.pushes == 1
+    assert op.counts.pushes == 1
     assert op.hold_from == 3
     assert op.output_bound(3) == 3
     second = op.update(rows.slice(2, 2), 5)  # a@3, a@4 cannot see the pushed a@0, a@1
@@ -211,7 +211,7 @@ def test_tiny_budget_pushes_and_clean_up_recovers_every_missing_result(spill_roo
     assert op.hold_from is None
     assert op.output_bound(9) == 9
     assert op.finish().num_rows == 0
-    assert op.cleanups >= 1
+    assert op.stats["cleanups"] >= 1
     assert os.listdir(spill_root) == []
 
 
@@ -233,7 +233,7 @@ def test_a_group_pushed_after_every_update_still_cleans_up_and_releases(spill_ro
     expected = exact(reference_join(rows, ["k"], 2, 5))
     assert exact(pa.concat_tables(out).to_pylist()) == expected
     assert released > 0.8 * len(expected)  # most results left before the end of input
-    assert op.pushes >= 40
+    assert op.counts.pushes >= 40
 
 
 def test_unordered_join_emits_clean_up_results_late(spill_root) -> None:

@@ -40,10 +40,10 @@ def run(make: Any, rows: pa.Table, plan: Any) -> tuple[list[str], int]:
     query, outputs, edges = make(), [], [0, *cuts, rows.num_rows]
     for c, (start, end) in enumerate(zip(edges, edges[1:], strict=False)):
         if c == restore_at:
-            query = Pipeline.restore(query.snapshot())
+            query = Pipeline.restore(query.snapshot(), query.stages)
         outputs.append(query.update(rows.slice(start, end - start), bounds[c]))
     outputs.append(query.finish())
-    cleanups = sum(op.cleanups for op in query.operators if isinstance(op, Join))
+    cleanups = sum(op.stats["cleanups"] for op in query.operators if isinstance(op, Join))
     return exact(pa.concat_tables(outputs).to_pylist()), cleanups
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pyarrow as pa
 import pytest
@@ -91,3 +92,24 @@ def test_row_pipeline_builds_and_has_the_rows_schema() -> None:
     group = spec.build_group(SCHEMA)
     assert isinstance(group, Pipeline)
     assert group.emits_rows
+
+
+@pytest.mark.parametrize(("n_inputs", "operators"), [
+    (2, ("join(3)",)),
+    (2, ("delta(value) as d", "join(3, within=10 seconds)")),
+    (1, ("join(2)",)),
+])
+def test_a_join_of_more_inputs_than_the_query_has_is_refused_at_definition(
+        n_inputs: int, operators: tuple[str, ...]) -> None:
+    join = next(op for op in operators if op.startswith("join"))
+    message = (rf"operator '{re.escape(parse_stage(join).text())}': joins {join[5]} inputs "
+               rf".*the query has {n_inputs} input")
+    with pytest.raises(ConfigError, match=message):
+        QuerySpec(n_inputs, 0, 0, (), key_columns=("meter",), operators=operators)
+    with pytest.raises(ConfigError, match=message):  # the Spark source's and sink's door
+        spec_from_options({"keyColumns": "meter", "operators": "; ".join(operators)}, n_inputs)
+
+
+def test_a_join_of_every_input_is_accepted() -> None:
+    spec = QuerySpec(3, 0, 0, (), key_columns=("meter",), operators=("join(3, within=1s)",))
+    assert spec.operators == ("join(3, within=1s)",)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -10,6 +14,8 @@ from hypothesis import strategies as st
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.keyed.base import KeyedOperator
 from spark_stream_sched.runtime.keyed.user import UserFunction, keyed_function
+from spark_stream_sched.runtime.query import QuerySpec
+from spark_stream_sched.runtime.state.snapshot import decode, encode
 from spark_stream_sched.testing.keyed_reference import reference_udf
 
 from . import udfs
@@ -99,3 +105,95 @@ def test_corrupt_snapshot_is_a_state_error() -> None:
     data = build(f"udf({HERE}:every_other)", ["k"]).snapshot()
     with pytest.raises(StateError, match="checksum"):
         UserFunction.restore(data[:30] + bytes([data[30] ^ 1]) + data[31:])
+
+
+# -- the import path is checked before anything is imported; restore imports only the query's --
+
+def side_effect_module(directory: Path, body: str) -> tuple[str, Path]:
+    """A module (unique name) in ``directory`` that creates a marker file when imported."""
+    name = f"udf_side_effect_{uuid.uuid4().hex}"
+    marker = directory / f"{name}.ran"
+    (directory / f"{name}.py").write_text(
+        "import pyarrow as pa\n"
+        "from spark_stream_sched.runtime.keyed.user import keyed_function\n"
+        f"open({str(marker)!r}, 'w').close()\n" + body)
+    return name, marker
+
+
+@pytest.mark.parametrize(("body", "function"), [
+    ("def other(key, rows, state):\n    return None\n", "x"),  # no such function
+    ("def f(key, rows, state):\n    return None\n", "f"),  # not decorated
+    ("f = 3\n", "f"),
+])
+def test_a_module_without_the_keyed_function_is_refused_without_running_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, function: str) -> None:
+    name, marker = side_effect_module(tmp_path, body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=rf"operator 'udf\({name}:{function}\)'.*"
+                                          r"not decorated with @keyed_function.*none of its"):
+        build(f"udf({name}:{function})", ["k"])
+    assert not marker.exists()
+
+
+def test_a_decorated_function_is_imported_and_runs(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    name, marker = side_effect_module(tmp_path, (
+        "@keyed_function(output_schema=pa.schema([('n', pa.int64())]))\n"
+        "def count(key, rows, state):\n"
+        "    return pa.table({'n': [rows.num_rows]})\n"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    op = build(f"udf({name}:count)", ["k"])
+    assert marker.exists()
+    assert op.update(table([{"k": "a"}, {"k": "a"}]), None).column("n").to_pylist() == [2]
+
+
+@pytest.mark.parametrize("path", [
+    "../../tmp/evil:f", "/tmp/evil:f", "tmp/evil:f", ".evil:f", "evil..x:f", "evil:",
+    ":f", "evil:f.g", "evil:1f", "C:\\evil:f", "evil:f ; x",
+])
+def test_an_import_path_of_another_shape_is_a_config_error(path: str) -> None:
+    with pytest.raises(ConfigError, match=r"operator 'udf\(.*\)': .* is not an import path of "
+                                          r"the form package\.module:function"):
+        build(f"udf({path})", ["k"])
+
+
+def forged(data: bytes, path: str, *, outer: bool = True) -> bytes:
+    """A pipeline snapshot whose udf stage names ``path`` (its checksums recomputed)."""
+    meta, tables = decode(data, "keyed_pipeline")
+    op_meta, op_tables = decode(tables["op0"].column("b")[0].as_py(), "keyed.udf")
+    op_meta["path"] = path
+    tables["op0"] = pa.table({"b": [encode("keyed.udf", op_meta, op_tables)]})
+    if outer:
+        meta["stages"] = [f"udf({path})"]
+    return encode("keyed_pipeline", meta, tables)
+
+
+def test_restore_refuses_state_naming_another_function_before_importing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name, marker = side_effect_module(tmp_path, (
+        "@keyed_function(output_schema=pa.schema([('n', pa.int64())]))\n"
+        "def f(key, rows, state):\n    return None\n"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = f"udf({HERE}:every_other)"
+    spec = QuerySpec(1, 0, 0, (), key_columns=("k",), operators=(mine,))
+    group = spec.build_group(SCHEMA)
+    group.update(table([{"k": "a", "v": 1.0}]), None)
+    data = group.snapshot()
+    with pytest.raises(StateError, match=rf"holds the operators \['udf\({name}:f\)'\] but the "
+                                         rf"query defines \['{re.escape(mine)}'\]"):
+        spec.build_group(SCHEMA, forged(data, f"{name}:f"))
+    with pytest.raises(StateError, match=rf"holds operator 'udf\({name}:f\)' but the query "
+                                         rf"defines '{re.escape(mine)}'"):
+        spec.build_group(SCHEMA, forged(data, f"{name}:f", outer=False))
+    assert not marker.exists()
+    assert spec.build_group(SCHEMA, data).snapshot() == data
+
+
+def test_restore_refuses_state_of_other_stages() -> None:
+    written = QuerySpec(1, 0, 0, (), key_columns=("k",), operators=("delta(v) as d",))
+    group = written.build_group(SCHEMA)
+    group.update(table([{"k": "a", "v": 1.0}]), None)
+    other = QuerySpec(1, 0, 0, (), key_columns=("k",), operators=("lag(v) as d",))
+    with pytest.raises(StateError, match=r"\['delta\(v\) as d'\] but the query defines "
+                                         r"\['lag\(v\) as d'\]"):
+        other.build_group(SCHEMA, group.snapshot())

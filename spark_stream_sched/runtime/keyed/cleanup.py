@@ -1,0 +1,97 @@
+"""The join's clean-up stage: exactly the results that pushed state missed.
+
+Liu & Rundensteiner, *Adapting State-Intensive Non-Blocking Queries over Distributed
+Environments*, §4.2. A partition group's tuples arrive in the total order ``(ts, input, seq)``
+and its pushes cut them into **epochs**: generations ``1 .. k`` on disk (the paper's partition
+groups ``P_1 .. P_k``, each pushed once) and then the memory part. While the normal run goes
+on, an arriving tuple probes only the memory part, so it produces only the results whose tuples
+all lie in one epoch: ``V_t = A^t ⋈ B^t ⋈ C^t`` for every epoch ``t``. The results of the
+union ``V' = (A^1 ∪ .. ∪ A^k ∪ A^m) ⋈ (B^1 ∪ ..) ⋈ ..`` that span two or more epochs are
+*missing*; the clean-up produces exactly ``V' - V_1 - .. - V_k - V_m``.
+
+**Eq. 1, iterated.** For two epochs, ``V' - V_1 = A^2⋈B^1⋈C^1 ∪ (A^1∪A^2)⋈B^2⋈C^1 ∪
+(A^1∪A^2)⋈(B^1∪B^2)⋈C^2``: every result of the union with a tuple of epoch 2, each once
+(attributed to the last input whose tuple is from epoch 2); removing ``V_2`` leaves those with
+tuples of both epochs. Merging epoch after epoch into the union and taking each step's
+difference gives, summed over the steps, every result whose tuples come from two or more
+epochs, each once. :func:`missing_results` computes that sum in one pass over the merged epochs
+(the *universe*): it enumerates every result of the union once, by its completing (last) tuple
+(:meth:`~.join_match.JoinShape.probe`), knows the epoch of each of its tuples, and keeps the
+results whose earliest epoch differs from the completing tuple's (epochs follow the total order,
+so the completing tuple's epoch is the latest).
+
+**Closing part of the generations** (windowed joins). When no later tuple can join the first
+``closed`` generations (the ready bound passed their largest ts plus the window), only the
+missing results whose *earliest* tuple lies in one of them are due; those generations are then
+deleted, and the later epochs keep their own clean-up. Every missing result is therefore
+produced exactly once: by the clean-up that closes the generation of its earliest tuple (or the
+final one, which closes every generation). :func:`clean_up_group` does this for one
+:class:`~.join_state.PartitionGroup`, reading its generations back one after another.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from spark_stream_sched.runtime.keyed.join_match import JoinShape, Matches
+from spark_stream_sched.runtime.keyed.join_state import JoinCounts, PartitionGroup, SpillStore
+
+
+def missing_results(epochs: Sequence[pa.Table], closed: int, shape: JoinShape
+                    ) -> tuple[pa.Table, Matches]:
+    """The missing results whose earliest tuple lies in one of the first ``closed`` epochs.
+
+    Parameters
+    ----------
+    epochs
+        A partition group's stored tuples cut by its pushes: the generations in push order,
+        then the memory part; each in the total order and together too. Columns: the key
+        columns, ``__input``, the event time in ms (:data:`~.join_match.MS`) and optionally the
+        key hash (:data:`~.groups.KEY`).
+    closed
+        How many leading epochs are closed (``len(epochs)``: all of them).
+    shape
+        The join's key columns, ``N`` and window.
+
+    Returns
+    -------
+    tuple
+        The universe (the epochs concatenated, chunks kept) and the results as positions in it,
+        ordered by completing position, then partners (:func:`~.join_match.match`). No result
+        lies within one epoch (the normal run produced those) and none has its earliest tuple
+        in an epoch ``>= closed`` (a later clean-up produces those).
+    """
+    sizes = [e.num_rows for e in epochs]
+    epoch = np.repeat(np.arange(len(epochs)), sizes)
+    universe = pa.concat_tables(epochs) if epochs else pa.table({})
+    if not universe.num_rows:
+        return universe, Matches(np.empty(0, np.int64), [np.empty(0, np.int64)] * shape.n_inputs)
+    found = shape.probe(universe, np.arange(universe.num_rows))
+    earliest = np.minimum.reduce([epoch[p] for p in found.partners])
+    return universe, found.where((earliest < closed) & (earliest != epoch[found.probe]))
+
+
+def clean_up_group(group: PartitionGroup, spill: SpillStore, schema: pa.Schema, closed: int,
+                   shape: JoinShape, counts: JoinCounts) -> tuple[pa.Table, Matches]:
+    """Clean up ``group``'s first ``closed`` generations (see the module docstring).
+
+    Reads every generation back (checksum-verified, one file after another), computes
+    :func:`missing_results` with the memory part as the last epoch, counts the results in the
+    group's ``P_o`` and in ``counts`` (with the time taken), then deletes the closed
+    generations' files. Returns the universe and the results, as :func:`missing_results` does.
+    """
+    start = time.perf_counter()
+    epochs = [spill.read(g, schema) for g in group.generations] + [group.memory]
+    universe, found = missing_results(epochs, closed, shape)
+    group.produced += len(found)
+    for generation in group.generations[:closed]:
+        spill.delete(generation)
+    group.generations = group.generations[closed:]
+    counts.cleanups += 1
+    counts.cleanup_results += len(found)
+    counts.cleanup_seconds += time.perf_counter() - start
+    return universe, found

@@ -2,8 +2,8 @@
 
 Plain Python over row dicts, written for clarity, not speed; every runtime feature is checked
 against it. It shares only the parsers (window durations, aggregate and predicate syntax) with
-the runtime, and evaluates predicates with the row evaluator. :func:`float_sum` is the rule of
-exactly rounded floating sums (:func:`math.fsum`).
+the runtime, and evaluates predicates with the row evaluator. Floating sums follow the one rule
+of ``docs/aggregates.md`` through :func:`float_sum` (:func:`math.fsum`).
 """
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
         case "count":
             return len(rows) if col == "*" else len(present)
         case "sum":
-            return sum(present) if present else None
+            return total(present) if present else None
         case "avg":
-            return sum(present) / len(present) if present else None
+            return total(present) / len(present) if present else None
         case "min":
             return min(present) if present else None
         case "max":

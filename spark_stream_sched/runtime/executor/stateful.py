@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.exact_sum import ExactSums, concat, running_sums
 from spark_stream_sched.runtime.executor.operators import RuntimeOperator, _assign
 from spark_stream_sched.runtime.keys import key_hash
 from spark_stream_sched.runtime.plan.operators import OperatorDef
@@ -18,13 +19,16 @@ from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.runtime.window.spec import WindowSpec
 
 KEYED_FUNCTIONS = ("running_count", "running_sum")
+_EMPTY = ExactSums.zeros(1)
 
 
 class WindowOperator(RuntimeOperator):
     """``window_aggregate``: wraps :class:`~spark_stream_sched.runtime.window.WindowAggregator`.
 
     The packet watermark is the ready bound ``R``: windows with ``window_end <= R`` are emitted
-    as soon as the packet that raised ``R`` is processed (DESIGN.md §2, seed 004 W-Hive).
+    as soon as the packet that raised ``R`` is processed (the W-Hive of *Efficient data
+    streaming multiway aggregation through concurrent algorithmic designs and new abstract data
+    types*, §3).
 
     Two optional parameters let a caller run one step of a longer stream (the Spark source runs
     each micro-batch this way): ``state``, snapshot bytes of a
@@ -74,8 +78,8 @@ class KeyedOperator(RuntimeOperator):
     """``keyed``: a per-key running aggregate appended as column ``output``.
 
     ``running_count`` numbers the tuples of each key 1, 2, ...; ``running_sum`` adds up
-    ``column`` per key (nulls add nothing), folding left in tuple order so floating sums equal
-    those of a sequential loop bit for bit.
+    ``column`` per key (nulls add nothing): integers in int64, floats exactly rounded (the rule
+    of ``docs/aggregates.md``; the key's exact partial is its state).
     """
 
     ordered = True
@@ -94,9 +98,9 @@ class KeyedOperator(RuntimeOperator):
                 raise ConfigError(f"operator {self.op_id!r}: unknown column {name!r}; "
                                   f"columns are {input_schema.names}")
         self._dtype = self._value_type(input_schema)
-        self._state: dict[int, int | float] = {}
+        self._state: dict[int, int] = {}
+        self._sums: dict[int, ExactSums] = {}
         self.output_schema = self.apply(input_schema.empty_table(), None).schema
-        self._state.clear()
 
     def _value_type(self, schema: pa.Schema) -> np.dtype[np.generic]:
         if self.column is None or pa.types.is_integer(schema.field(self.column).type):
@@ -116,14 +120,23 @@ class KeyedOperator(RuntimeOperator):
         if n:
             uniq, inverse = np.unique(key_hash(table, self.keys), return_inverse=True)
             order = np.argsort(inverse, kind="stable")
-            bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-            groups = np.split(self._values(table)[order], bounds)
-            # One Python iteration per distinct key of the packet (not per tuple): a left fold
-            # seeded with the key's state keeps float sums identical to a sequential loop.
-            for key, idx, vals in zip(uniq.tolist(), np.split(order, bounds), groups,
-                                      strict=True):
-                run = np.cumsum(np.concatenate(([self._state.get(key, 0)], vals)),
-                                dtype=self._dtype)[1:]
-                result[idx] = run
-                self._state[key] = run[-1].item()
+            starts = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+            values, keys = self._values(table)[order], uniq.tolist()
+            if self._dtype == np.float64:
+                result[order] = self._float_sums(keys, values, starts)
+            else:
+                # One Python iteration per distinct key of the packet (not per tuple).
+                for j, key in enumerate(keys):
+                    run = np.cumsum(values[starts[j]:starts[j + 1]], dtype=np.int64)
+                    run += self._state.get(key, 0)
+                    result[order[starts[j]:starts[j + 1]]] = run
+                    self._state[key] = int(run[-1])
         return _assign(table, self.output, pa.array(result))
+
+    def _float_sums(self, keys: list[int], values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Exactly rounded running sums of ``values`` (grouped by key); state carried per key."""
+        base = concat([self._sums.get(key, _EMPTY) for key in keys])
+        sums, ends = running_sums(values, starts, base)
+        for j, key in enumerate(keys):  # one iteration per distinct key of the packet
+            self._sums[key] = ends.take(np.array([j]))
+        return sums

@@ -22,11 +22,11 @@ Accumulating values takes one of two paths, both exact:
   a partial stays below ``2**53`` (at most ``2**16`` digits per call): see :func:`_on_grid`;
 * by value (wider spans): each value's ``m * 2**(o % 32)`` becomes three digits below ``2**33``
   on its own limbs, added with ``np.add.at`` in int64 (at most :data:`BLOCK` per call:
-  ``2**29 * 2**33 < 2**63``).
+  ``2**26 * 2**33 < 2**63``).
 
-Rounding is vectorised and needs no fallback: the top 64 bits of the magnitude plus a sticky bit
-are rounded half to even at bit 11, and a sum below ``2**-1021`` is exact (it has at most 53
-bits on the ``2**-1074`` grid), so subnormal results need no care either.
+Rounding is vectorised and needs no fallback: the top 64 bits of the magnitude with a sticky
+bit are rounded half to even by the uint64 to float64 conversion, and a sum below ``2**-1021``
+is exact (it has at most 53 bits on the ``2**-1074`` grid), so subnormal results need no care.
 """
 
 from __future__ import annotations
@@ -39,10 +39,13 @@ import numpy as np
 #: Special-value flags of a group (bitwise or).
 NAN, POS_INF, NEG_INF = 1, 2, 4
 #: Most values one call adds into one cell before carries are propagated.
-BLOCK = 1 << 29
+BLOCK = 1 << 26
 _MASK = (1 << 32) - 1
 _EXPONENT = 0x7FF << 52
 _ABS = (1 << 63) - 1
+#: Most sums :meth:`ExactSums.merge` adds into one group with float64 ``np.bincount``: limbs
+#: below ``2**32``, so partial sums stay below ``2**53``.
+MERGE_BY_BINCOUNT = 1 << 21
 #: Most 37-bit digits per value on the fast path (values spanning up to 111 bits).
 GRID_DIGITS = 3
 _DIGIT_BITS = 37
@@ -59,8 +62,8 @@ class ExactSums:
     low
         Absolute index of the first limb (limb ``low + j`` weighs ``2**(32*(low + j) - 1074)``).
     limbs
-        ``[n_limbs, groups]`` int64 digits: the top one signed and small, the others of
-        magnitude below ``2**33``.
+        ``[n_limbs, groups]`` int64 digits with carries propagated: every limb but the top one
+        in ``[0, 2**32)``, the top one signed and small (its sign is the sum's).
     special
         ``[groups]`` uint8: :data:`NAN`, :data:`POS_INF`, :data:`NEG_INF` seen.
     """
@@ -78,6 +81,11 @@ class ExactSums:
     def zeros(cls, groups: int) -> ExactSums:
         """``groups`` empty sums."""
         return cls(0, np.zeros((1, groups), np.int64), np.zeros(groups, np.uint8))
+
+    @classmethod
+    def of_digits(cls, low: int, limbs: np.ndarray, special: np.ndarray) -> ExactSums:
+        """Sums from signed int64 digits (``|digit| < 2**62``) of a fresh array, carried here."""
+        return cls(low, _carry(limbs), special)
 
     @classmethod
     def of_values(cls, values: np.ndarray, group: np.ndarray, groups: int) -> ExactSums:
@@ -101,18 +109,56 @@ class ExactSums:
         """The sums of groups ``index`` (in that order)."""
         return ExactSums(self.low, self.limbs[:, index], self.special[index])
 
-    def merge(self, group: np.ndarray, groups: int) -> ExactSums:
-        """Add sum ``i`` into group ``group[i]`` of ``groups`` new sums (exact; any order)."""
+    def trimmed(self) -> ExactSums:
+        """The same sums on fewer limbs: no all-zero bottom limb, no redundant sign limb on top.
+
+        A top limb of 0 (or -1) above a limb below ``2**31`` (or at least ``2**31``) only
+        extends the sign, so it folds into the limb below, which becomes the signed top.
+        """
+        limbs, low = self.limbs, self.low
+        while len(limbs) > 1 and not limbs[0].any():
+            limbs, low = limbs[1:], low + 1
+        while len(limbs) > 1:
+            top, below = limbs[-1], limbs[-2]
+            negative = top == -1
+            if not np.all(negative == (below >= 1 << 31)) or np.any((top != 0) & ~negative):
+                break
+            limbs = limbs[:-1].copy()
+            limbs[-1] = np.where(negative, below - (1 << 32), below)
+        return ExactSums(low, limbs, self.special)
+
+    def merge(self, group: np.ndarray, groups: int,
+              rows: np.ndarray | None = None) -> ExactSums:
+        """Add sum ``rows[i]`` (default ``i``) into group ``group[i]`` of ``groups`` new sums.
+
+        Exact, in any order. With at most :data:`MERGE_BY_BINCOUNT` sums per group (windows
+        merge a few panes) the limbs add up exactly in ``np.bincount``'s float64; else by
+        blocks of ``np.add.at`` in int64.
+        """
         group = np.asarray(group, dtype=np.int64)
+        special = np.zeros(groups, np.uint8)
+        if self.special.any():
+            np.bitwise_or.at(special, group, self.special if rows is None else self.special[rows])
+        few = np.bincount(group, minlength=groups).max(initial=0) <= MERGE_BY_BINCOUNT
+        if not few or np.abs(self.limbs[-1]).max(initial=0) >= 1 << 32:
+            picked = self if rows is None else self.take(rows)
+            return ExactSums(self.low, picked._add_at(group, groups), special)
+        out = np.zeros((len(self.limbs) + 1, groups), np.int64)
+        for j, limb in enumerate(self.limbs):
+            if limb.any():
+                out[j] = np.bincount(group, weights=limb if rows is None else limb[rows],
+                                     minlength=groups)
+        return ExactSums(self.low, _carry(out), special)
+
+    def _add_at(self, group: np.ndarray, groups: int) -> np.ndarray:
+        """Carried limbs of :meth:`merge` by int64 ``np.add.at``, :data:`BLOCK` sums at a time."""
         n = len(self.limbs) + 1
         out = np.zeros(n * groups, np.int64)
         for s in range(0, len(group), BLOCK):
             flat = (np.arange(n - 1)[:, None] * groups + group[None, s:s + BLOCK]).ravel()
             np.add.at(out, flat, self.limbs[:, s:s + BLOCK].ravel())
-            out = _carry(out.reshape(n, groups)).ravel()
-        special = np.zeros(groups, np.uint8)
-        np.bitwise_or.at(special, group, self.special)
-        return ExactSums(self.low, out.reshape(n, groups), special)
+            _carry(out.reshape(n, groups))
+        return out.reshape(n, groups)
 
     def summed(self, total: Callable[[np.ndarray], np.ndarray]) -> ExactSums:
         """New sums, each adding a set of these sums (a window of panes, a prefix of rows).
@@ -121,9 +167,12 @@ class ExactSums:
         :data:`BLOCK` values into a total (int64 additions, exact); it is applied to every limb
         and, for the special values, to 0/1 indicators.
         """
-        limbs = [total(limb) for limb in self.limbs]
-        limbs.append(np.zeros_like(limbs[0]))  # headroom for the carries
-        special = np.zeros(len(limbs[0]), np.uint8)
+        summed = [total(limb) if limb.any() else None for limb in self.limbs]  # 0 stays 0
+        shape = next((t.shape for t in summed if t is not None), None)
+        shape = total(self.limbs[0]).shape if shape is None else shape
+        limbs = [np.zeros(shape, np.int64) if t is None else t for t in summed]
+        limbs.append(np.zeros(shape, np.int64))  # headroom for the carries
+        special = np.zeros(shape, np.uint8)
         for flag in (NAN, POS_INF, NEG_INF):
             hit = (self.special & flag) != 0
             if hit.any():
@@ -134,19 +183,19 @@ class ExactSums:
 
     def magnitudes(self) -> tuple[np.ndarray, np.ndarray]:
         """Digits of ``|sum|`` (each in ``[0, 2**32)``) and whether each sum is negative."""
-        limbs = self.limbs
-        if np.any(np.abs(limbs[-1]) >= 1 << 31):  # keep a limb of headroom for the carries
-            limbs = np.concatenate([limbs, np.zeros((1, self.groups), np.int64)])
-        digits = _carry(limbs)
+        digits = self.limbs
+        if np.any(np.abs(digits[-1]) >= 1 << 31):  # keep a limb of headroom for the carries
+            digits = np.concatenate([digits, np.zeros((1, self.groups), np.int64)])
         negative = digits[-1] < 0
         if negative.any():
+            digits = digits.copy()
             digits[:, negative] = _carry(-digits[:, negative])
         return digits, negative
 
     def to_double(self) -> np.ndarray:
         """The exactly rounded double of every sum (see the module docstring for the rule)."""
         digits, negative = self.magnitudes()
-        value = _round(digits.astype(np.uint64), self.low)
+        value = _round(digits.view(np.uint64), self.low)
         value = np.where(negative, -value, value)
         special = self.special
         if special.any():
@@ -165,10 +214,10 @@ def concat(parts: Sequence[ExactSums]) -> ExactSums:
 
 
 def _spread(m: np.ndarray, shift: np.ndarray | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Three signed digits of ``m * 2**shift`` (``|m| < 2**53``, ``0 <= shift < 32``).
+    """Three signed digits of ``m * 2**shift`` (int64 ``m``, ``0 <= shift < 32``).
 
-    ``m`` is cut at bit 32 so that both halves shifted fit in int64; their parts above and below
-    bit 32 are the digits, of magnitude below ``2**33``.
+    ``m`` is cut at bit 32 so that both halves shifted fit in int64 (the high half is below
+    ``2**31``); their parts above and below bit 32 are the digits, of magnitude below ``2**33``.
     """
     lo = (m & _MASK) << shift
     hi = (m >> 32) << shift
@@ -215,7 +264,7 @@ def _lowest_bit(magnitude: int) -> int:
 
 
 def _add(out: np.ndarray, first: int, sums: np.ndarray, position: int) -> None:
-    """Add int64 ``sums`` (``|sum| < 2**53``) weighted ``2**position`` to the limbs ``out``."""
+    """Add int64 ``sums`` weighted ``2**position`` to the limbs ``out``."""
     limb = (position >> 5) - first
     for offset, digit in enumerate(_spread(sums, position & 31)):
         out[limb + offset] += digit
@@ -230,19 +279,27 @@ def _on_grid(values: np.ndarray, group: np.ndarray, out: np.ndarray, first: int,
     them leaves the low bits of ``q`` with its sign (exact; ``floor`` would not be: ``q + 2**74``
     for a small negative ``q`` needs more than 53 bits). A block adds at most ``2**16`` digits of
     magnitude at most ``2**37`` per group, so every float64 partial sum of ``np.bincount`` is an
-    integer below ``2**53``: exact.
+    integer below ``2**53``: exact. The blocks' sums add up in int64 (at most
+    ``BLOCK / 2**16 = 2**10`` of them) and are spread onto the limbs once per digit.
     """
     groups = out.shape[1]
-    scale = 1074 - low
+    scale = 2.0 ** min(1074 - low, 1000), 2.0 ** max(1074 - low - 1000, 0)
+    totals = np.zeros((digits, groups), np.int64)
     for s in range(0, len(values), _GRID_BLOCK):
-        rest = values[s:s + _GRID_BLOCK] * 2.0 ** min(scale, 1000) * 2.0 ** max(scale - 1000, 0)
+        rest = values[s:s + _GRID_BLOCK] * scale[0]
+        if scale[1] != 1.0:
+            rest *= scale[1]
         cell = group[s:s + _GRID_BLOCK]
-        for j in range(digits - 1, -1, -1):
-            digit = np.trunc(rest * 2.0 ** (-_DIGIT_BITS * j)) if j else rest
-            if j:
-                rest -= digit * 2.0 ** (_DIGIT_BITS * j)
-            sums = np.bincount(cell, weights=digit, minlength=groups).astype(np.int64)
-            _add(out, first, sums, low + _DIGIT_BITS * j)
+        digit = np.empty_like(rest)
+        for j in range(digits - 1, 0, -1):
+            np.multiply(rest, 2.0 ** (-_DIGIT_BITS * j), out=digit)
+            np.trunc(digit, out=digit)
+            totals[j] += np.bincount(cell, weights=digit, minlength=groups).astype(np.int64)
+            digit *= 2.0 ** (_DIGIT_BITS * j)
+            rest -= digit
+        totals[0] += np.bincount(cell, weights=rest, minlength=groups).astype(np.int64)
+    for j in range(digits):
+        _add(out, first, totals[j], low + _DIGIT_BITS * j)
 
 
 def _by_value(bits: np.ndarray, group: np.ndarray, out: np.ndarray, first: int) -> None:
@@ -260,46 +317,59 @@ def _by_value(bits: np.ndarray, group: np.ndarray, out: np.ndarray, first: int) 
 
 
 def _carry(limbs: np.ndarray) -> np.ndarray:
-    """Propagate carries: every limb but the top one in ``[0, 2**32)``, the top one signed."""
-    out = np.array(limbs, dtype=np.int64, copy=True)
-    for j in range(len(out) - 1):
-        carry = out[j] >> 32
-        out[j] &= _MASK
-        out[j + 1] += carry
-    return out
+    """Propagate carries in place: every limb but the top one in ``[0, 2**32)``, the top signed.
+
+    ``limbs`` is a fresh int64 array the caller owns; it is returned.
+    """
+    for j in range(len(limbs) - 1):
+        carry = limbs[j] >> 32
+        limbs[j] &= _MASK
+        limbs[j + 1] += carry
+    return limbs
+
+
+def extent(nonzero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Highest and lowest non-zero limb of every column (``n - 1`` and 0 for a zero column).
+
+    A loop over the few limbs: ``argmax`` along the limb axis is several times slower.
+    """
+    n, g = nonzero.shape
+    highest, lowest = np.full(g, n - 1), np.zeros(g, np.int64)
+    for j in range(n):
+        np.copyto(highest, j, where=nonzero[j])
+        np.copyto(lowest, n - 1 - j, where=nonzero[n - 1 - j])
+    return highest, lowest
 
 
 def _round(digits: np.ndarray, low: int) -> np.ndarray:
-    """Nearest double (ties to even) to each column of non-negative uint64 ``digits``.
+    """Nearest double (ties to even) to each column of uint64 ``digits`` (each below ``2**32``).
 
-    ``t`` holds the 64 bits below and including the top set bit (at absolute grid bit ``top``);
-    ``sticky`` says whether any bit below them is set. A sum whose top bit is below 53 fits in
-    53 bits on the ``2**-1074`` grid and is exact; above, bits 63..11 of ``t`` are the
-    significand, bit 10 the rounding bit, and ``np.ldexp`` overflows to inf beyond the range.
+    ``t`` holds the 64 bits from the top set bit down (that bit at absolute grid position
+    ``top``), and its bit 0 also records whether any lower bit is set (*sticky*). Converting
+    ``t`` to float64 rounds it to 53 bits, half to even, at bit 11; the sticky bit, below the
+    rounding bit, only breaks ties, so the rounding is that of the exact sum. ``np.ldexp`` then
+    scales exactly (a sum below ``2**53`` grid units has no lower bits and lands exactly on the
+    subnormal grid) or overflows to inf, as IEEE rounding does.
     """
     n, g = digits.shape
     nonzero = digits != 0
-    h = n - 1 - np.argmax(nonzero[::-1], axis=0)
-    cols = np.arange(g)
-    padded = np.concatenate([np.zeros((2, g), np.uint64), digits])
-    high, mid, rest = padded[h + 2, cols], padded[h + 1, cols], padded[h, cols]
-    below = np.concatenate([np.zeros((3, g), bool),
-                            np.logical_or.accumulate(nonzero, axis=0)])[h, cols]
+    h, lowest = extent(nonzero)
+    flat, cols = digits.reshape(-1), np.arange(g)
+
+    def limb(k: int) -> np.ndarray:
+        """Digit ``h - k`` of every sum (0 below limb 0)."""
+        below = h - k
+        got: np.ndarray = np.where(below >= 0, flat[np.maximum(below, 0) * g + cols], 0)
+        return got.astype(np.uint64)
+
+    high, mid, rest = flat[h * g + cols], limb(1), limb(2)
     width = np.frexp(high.astype(np.float64))[1].astype(np.uint64)  # bit length, 0 for 0
     width = np.maximum(width, np.uint64(1))
     t = (high << (np.uint64(64) - width)) | (mid << (np.uint64(32) - width)) | (rest >> width)
-    sticky = below | ((rest & ((np.uint64(1) << width) - np.uint64(1))) != 0)
+    sticky = ((lowest < h - 2) & (high != 0)) | ((rest & ((np.uint64(1) << width) - 1)) != 0)
     top = 32 * (low + h) + width.astype(np.int64) - 1
-    exact = top <= 52
-    significand = t >> np.uint64(11)
-    rounding = t & np.uint64(0x7FF)
-    odd = (significand & np.uint64(1)) != 0
-    up = (rounding > 0x400) | ((rounding == 0x400) & (sticky | odd))
-    significand = np.where(exact, t >> np.clip(63 - top, 0, 63).astype(np.uint64),
-                           significand + up)
-    exponent = np.where(exact, -1074, top - 52 - 1074)
     with np.errstate(over="ignore"):
-        value: np.ndarray = np.ldexp(significand.astype(np.float64), exponent)
+        value: np.ndarray = np.ldexp((t | sticky).astype(np.float64), top - 63 - 1074)
     return value
 
 
@@ -316,9 +386,11 @@ def running_sums(values: np.ndarray, starts: np.ndarray,
     rows, segments = len(values), len(starts) - 1
     sizes = np.diff(starts) + 1
     head = starts[:-1] + np.arange(segments)  # where each base goes
-    order = np.insert(np.arange(segments, segments + rows), starts[:-1], np.arange(segments))
     own = np.ones(rows + segments, bool)
     own[head] = False
+    order = np.empty(rows + segments, np.int64)  # bases 0.., then the values, interleaved
+    order[head] = np.arange(segments)
+    order[own] = np.arange(segments, segments + rows)
 
     def prefix(x: np.ndarray) -> np.ndarray:
         laid = x[order]
@@ -328,4 +400,4 @@ def running_sums(values: np.ndarray, starts: np.ndarray,
 
     each = ExactSums.of_values(values, np.arange(rows), rows)
     after = concat([base, each]).summed(prefix)
-    return after.to_double(), after.take(starts[1:] - 1)
+    return after.to_double(), after.take(starts[1:] - 1).trimmed()

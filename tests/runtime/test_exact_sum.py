@@ -78,11 +78,17 @@ def test_known_sums(values: list[float], expected: float) -> None:
     assert sums_of(values, [0] * len(values), 1) == [bits(expected)]
 
 
+@pytest.mark.parametrize("by_bincount", [0, exact_sum.MERGE_BY_BINCOUNT])
 @PROFILE
 @given(case=grouped(), seed=st.integers(0, 2 ** 32))
 def test_partials_merge_exactly_in_any_grouping_and_order(
+        monkeypatch: pytest.MonkeyPatch, by_bincount: int,
         case: tuple[list[float], list[int], int], seed: int) -> None:
-    """Partials of arbitrary chunks, some through Arrow, merged in a random tree: same bits."""
+    """Partials of arbitrary chunks, some through Arrow, merged in a random tree: same bits.
+
+    ``by_bincount=0`` merges with ``np.add.at`` only.
+    """
+    monkeypatch.setattr(exact_sum, "MERGE_BY_BINCOUNT", by_bincount)
     values, groups, n = case
     rng = random.Random(seed)
     cuts = sorted(rng.randint(0, len(values)) for _ in range(rng.randint(0, 5)))
@@ -95,11 +101,14 @@ def test_partials_merge_exactly_in_any_grouping_and_order(
     while len(parts) > 1:  # merge two random partials (or more) until one is left
         rng.shuffle(parts)
         k = rng.randint(2, len(parts))
-        merged = concat(parts[:k]).merge(np.tile(np.arange(n), k), n)
+        both = concat(parts[:k])
+        rows = rng.sample(range(both.groups), both.groups)  # the same sums, in another order
+        merged = both.merge(np.tile(np.arange(n), k)[rows], n, np.array(rows))
         parts = [merged, *parts[k:]]
     assert [bits(x) for x in parts[0].to_double()] == oracle(values, groups, n)
+    assert [bits(x) for x in parts[0].trimmed().to_double()] == oracle(values, groups, n)
     direct = ExactSums.of_values(np.array(values, np.float64), np.array(groups, np.int64), n)
-    assert to_arrow(parts[0]).equals(to_arrow(direct))  # one value, one encoding
+    assert to_arrow(parts[0]).equals(to_arrow(direct))  # the same sums, the same encoding
 
 
 @PROFILE

@@ -89,7 +89,8 @@ def test_pane_partials_of_any_row_grouping_combine_to_the_oracle(
     partials = pa.concat_tables(parts)
     partials = partials.take(pa.array(rng.sample(range(partials.num_rows), partials.num_rows)))
     k_first, k_last = spec.window_range_of_pane(partials.column("__pane").to_numpy())
-    got = combine_windows(expand_to_windows(partials, k_first, k_last), ["k"], aggs).to_pylist()
+    expanded = expand_to_windows(partials, k_first, k_last)
+    got = combine_windows(expanded, ["k"], aggs, partials).to_pylist()
     for row in got:
         start = row.pop("__k") * slide
         row.update(window_start=start, window_end=start + size)

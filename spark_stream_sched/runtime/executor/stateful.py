@@ -19,7 +19,6 @@ from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.runtime.window.spec import WindowSpec
 
 KEYED_FUNCTIONS = ("running_count", "running_sum")
-_EMPTY = ExactSums.zeros(1)
 
 
 class WindowOperator(RuntimeOperator):
@@ -99,7 +98,8 @@ class KeyedOperator(RuntimeOperator):
                                   f"columns are {input_schema.names}")
         self._dtype = self._value_type(input_schema)
         self._state: dict[int, int] = {}
-        self._sums: dict[int, ExactSums] = {}
+        self._hashes = np.zeros(0, np.uint64)  # keys with a float sum, sorted
+        self._sums = ExactSums.zeros(0)  # their exact partials, in that order
         self.output_schema = self.apply(input_schema.empty_table(), None).schema
 
     def _value_type(self, schema: pa.Schema) -> np.dtype[np.generic]:
@@ -123,7 +123,7 @@ class KeyedOperator(RuntimeOperator):
             starts = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
             values, keys = self._values(table)[order], uniq.tolist()
             if self._dtype == np.float64:
-                result[order] = self._float_sums(keys, values, starts)
+                result[order] = self._float_sums(uniq, values, starts)
             else:
                 # One Python iteration per distinct key of the packet (not per tuple).
                 for j, key in enumerate(keys):
@@ -133,10 +133,21 @@ class KeyedOperator(RuntimeOperator):
                     self._state[key] = int(run[-1])
         return _assign(table, self.output, pa.array(result))
 
-    def _float_sums(self, keys: list[int], values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """Exactly rounded running sums of ``values`` (grouped by key); state carried per key."""
-        base = concat([self._sums.get(key, _EMPTY) for key in keys])
-        sums, ends = running_sums(values, starts, base)
-        for j, key in enumerate(keys):  # one iteration per distinct key of the packet
-            self._sums[key] = ends.take(np.array([j]))
+    def _float_sums(self, keys: np.ndarray, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Exactly rounded running sums of ``values`` (grouped by the sorted ``keys``).
+
+        The state is one exact partial per key, looked up and replaced for all keys at once.
+        """
+        at = np.searchsorted(self._hashes, keys)
+        known = at < len(self._hashes)
+        known[known] = self._hashes[at[known]] == keys[known]
+        stored = concat([self._sums, ExactSums.zeros(1)])  # the last one: a new key's zero
+        sums, ends = running_sums(values, starts,
+                                  stored.take(np.where(known, at, len(self._hashes))))
+        kept = np.ones(len(self._hashes), bool)
+        kept[at[known]] = False
+        hashes = np.concatenate([self._hashes[kept], keys])
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[order]
+        self._sums = concat([self._sums.take(np.flatnonzero(kept)), ends]).take(order)
         return sums

@@ -306,7 +306,7 @@ class WindowAggregator:
                                        self.key_columns, self.aggregates)
         k_first, k_last = self.spec.window_range_of_pane(pane[a:b])
         expanded = expand_to_windows(part, np.maximum(k_first, lo), np.minimum(k_last, hi))
-        result = combine_windows(expanded, self.key_columns, self.aggregates)
+        result = combine_windows(expanded, self.key_columns, self.aggregates, part)
         sort_keys = [(WINDOW, "ascending", "at_start")]
         sort_keys += [(k, "ascending", "at_start") for k in self.key_columns]
         return result.take(pc.sort_indices(result, sort_keys=sort_keys))

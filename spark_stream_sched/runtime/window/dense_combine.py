@@ -222,6 +222,8 @@ def _exact_column(agg: BoundAggregate, i: int, panes: pa.Table, windows: _Window
     partial = panes.column(f"a{i}_sum")
     total = exact_partials.from_arrow(partial).summed(windows.total).to_double()
     if agg.spec.func == "sum":
+        if not partial.null_count:  # every output cell has a partial of its own
+            return pa.array(total)
         seen = windows.total(partial.is_valid().to_numpy(zero_copy_only=False).astype(np.int64))
         return pa.array(total, mask=seen == 0)
     n = windows.total(panes.column(f"a{i}_n").fill_null(0).to_numpy(zero_copy_only=False))

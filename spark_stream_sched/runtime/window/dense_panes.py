@@ -59,10 +59,11 @@ def _extreme_position(cell: np.ndarray, size: int, mask: np.ndarray | None,
 
 
 def _sum(column: pa.ChunkedArray, cell: np.ndarray, size: int,
-         cells: np.ndarray) -> pa.Array:
+         cells: np.ndarray, counts: np.ndarray) -> pa.Array:
     """Partial sums of the non-empty ``cells``: exact partials of floats, int64 of integers."""
-    if not pa.types.is_integer(column.type):
-        return exact_partials.partials(column, cell, size, select=cells)
+    if not pa.types.is_integer(column.type):  # groups: the non-empty cells only
+        compact = (np.cumsum(counts > 0) - 1)[cell]
+        return exact_partials.partials(column, compact, len(cells))
     ok = _valid(column)
     values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     total = np.zeros(size, np.int64)
@@ -121,7 +122,7 @@ def _partial(agg: BoundAggregate, i: int, rows: pa.Table, cell: np.ndarray, size
         return {f"a{i}_n": pa.array(n[cells].astype(np.int64))}
     if func in ("sum", "avg"):
         assert column is not None
-        out = {f"a{i}_sum": _sum(column, cell, size, cells)}
+        out = {f"a{i}_sum": _sum(column, cell, size, cells, counts)}
         if func == "avg":
             out[f"a{i}_n"] = pa.array(np.bincount(cell[_valid(column)], minlength=size)[cells])
         return out

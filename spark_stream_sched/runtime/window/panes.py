@@ -23,10 +23,12 @@ import pyarrow.compute as pc
 
 from spark_stream_sched.runtime import exact_partials as exact
 from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE
 
 PANE = "__pane"
 WINDOW = "__k"
 _POS = "__pos"
+_SRC = "__src"
 _SKIP = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
 _COUNT0 = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
 
@@ -123,20 +125,29 @@ def pane_partials(
 
 
 def expand_to_windows(panes: pa.Table, k_first: np.ndarray, k_last: np.ndarray) -> pa.Table:
-    """Repeat each partial row once per window ``k`` in ``[k_first, k_last]`` (row-wise)."""
+    """Repeat each partial row once per window ``k`` in ``[k_first, k_last]`` (row-wise).
+
+    Exact partials are not repeated: column ``__src`` gives each row's partial row in ``panes``
+    (pass ``panes`` to :func:`combine_windows`).
+    """
     counts = np.maximum(k_last - k_first + 1, 0)
     index = np.repeat(np.arange(panes.num_rows), counts)
     offsets = np.arange(index.size) - np.repeat(np.cumsum(counts) - counts, counts)
     k = np.repeat(k_first, counts) + offsets
-    expanded = panes.take(pa.array(index))
-    return expanded.append_column(WINDOW, pa.array(k.astype(np.int64)))
+    plain = [name for name in panes.column_names if panes.schema.field(name).type != PARTIAL_TYPE]
+    expanded = panes.select(plain).take(pa.array(index))
+    return expanded.append_column(WINDOW, pa.array(k.astype(np.int64))).append_column(
+        _SRC, pa.array(index))
 
 
 def _window_sum(grouped: pa.Table, table: pa.Table, group: np.ndarray | None,
-                agg: BoundAggregate, i: int) -> pa.Array | pa.ChunkedArray:
+                agg: BoundAggregate, i: int,
+                partials: pa.Table | None) -> pa.Array | pa.ChunkedArray:
     """The ``sum`` or ``avg`` of each group: exact partials merged and rounded once, or int64."""
     if group is not None and exact.is_exact(agg):
-        total, seen = exact.totals(table.column(f"a{i}_sum"), group, grouped.num_rows)
+        rows = table.column(_SRC).to_numpy() if partials is not None else None
+        column = (table if partials is None else partials).column(f"a{i}_sum")
+        total, seen = exact.totals(column, group, grouped.num_rows, rows)
         total_col: pa.Array | pa.ChunkedArray = pa.array(total, mask=~seen)
     else:
         total_col = grouped.column(f"a{i}_sum_sum")
@@ -147,8 +158,13 @@ def _window_sum(grouped: pa.Table, table: pa.Table, group: np.ndarray | None,
                       pc.divide(total_col.cast(pa.float64()), n.cast(pa.float64())))
 
 
-def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate]) -> pa.Table:
-    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order."""
+def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate],
+                    partials: pa.Table | None = None) -> pa.Table:
+    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order.
+
+    ``partials``: the table :func:`expand_to_windows` expanded (its exact partials), or None
+    when ``expanded`` holds its rows' partials itself (one window per partial row).
+    """
     positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
     table = expanded.append_column(_POS, positions)
     requests: list[tuple[str, str, pc.FunctionOptions | None]] = []
@@ -179,7 +195,7 @@ def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggrega
         if func in ("count", "count_where"):
             out[alias] = grouped.column(f"a{i}_n_sum")
         elif func in ("sum", "avg"):
-            out[alias] = _window_sum(grouped, table, group, agg, i)
+            out[alias] = _window_sum(grouped, table, group, agg, i, partials)
         elif func in ("min", "max"):
             out[alias] = grouped.column(f"a{i}_v_{func}")
         else:

@@ -16,8 +16,6 @@ non-empty cells in row-major ``(window, key)`` order is already the output order
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -190,19 +188,21 @@ def combine_dense(panes: pa.Table, p_first: int, k_lo: int, n_windows: int, slid
     return pa.table(out)
 
 
-@dataclass(frozen=True)
 class _Windows:
-    """Partial rows at ``(lp, kid)`` of a ``[pane, key]`` grid; output cells' windows.
+    """Partial rows at ``(lp, kid)`` of a ``[pane, key]`` grid, and the output cells' windows.
 
-    Output cell ``c`` is key ``key[c]`` over panes ``start[c] .. start[c] + width - 1``.
+    Output cell ``c`` is key ``key[c]`` over panes ``start[c] .. start[c] + width - 1``. The
+    flat grid positions are computed once and the grid buffer is reused for every limb.
     """
 
-    lp: np.ndarray
-    kid: np.ndarray
-    shape: tuple[int, int]
-    start: np.ndarray
-    key: np.ndarray
-    width: int
+    def __init__(self, lp: np.ndarray, kid: np.ndarray, shape: tuple[int, int],
+                 start: np.ndarray, key: np.ndarray, width: int) -> None:
+        n_keys = shape[1]
+        self.rows = (lp + 1) * n_keys + kid  # row 0 of the grid: the empty prefix
+        self.first = start * n_keys + key
+        self.last = (start + width) * n_keys + key
+        self.shape = (shape[0] + 1, n_keys)
+        self._grid: np.ndarray | None = None
 
     def total(self, per_row: np.ndarray) -> np.ndarray:
         """Sum of an int64 value per partial row over each output cell's window.
@@ -210,10 +210,14 @@ class _Windows:
         One cumulative sum over the panes; a window is the difference of two prefixes (exact:
         int64 wrapping cancels in the difference).
         """
-        grid = np.zeros((self.shape[0] + 1, self.shape[1]), np.int64)
-        grid[self.lp + 1, self.kid] = per_row
-        np.cumsum(grid, axis=0, out=grid)
-        out: np.ndarray = grid[self.start + self.width, self.key] - grid[self.start, self.key]
+        if self._grid is None:
+            self._grid = np.zeros(self.shape, np.int64)
+        else:
+            self._grid.fill(0)
+        flat = self._grid.reshape(-1)
+        flat[self.rows] = per_row
+        np.cumsum(self._grid, axis=0, out=self._grid)
+        out: np.ndarray = flat[self.last] - flat[self.first]
         return out
 
 

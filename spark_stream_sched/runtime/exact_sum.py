@@ -97,6 +97,14 @@ class ExactSums:
         return parts[0] if len(parts) == 1 else concat(parts).merge(
             np.tile(np.arange(groups), len(parts)), groups)
 
+    @classmethod
+    def of_each(cls, values: np.ndarray) -> ExactSums:
+        """One sum per float64 value (its exact partial): :meth:`of_values` without adding."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        parts = [_accumulate(values[s:s + BLOCK], None, len(values[s:s + BLOCK]))
+                 for s in range(0, max(len(values), 1), BLOCK)]
+        return parts[0] if len(parts) == 1 else concat(parts)
+
     # -- reshaping ---------------------------------------------------------------------------
 
     def aligned(self, low: int, n: int) -> np.ndarray:
@@ -233,14 +241,18 @@ def _special(bits: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
     return special
 
 
-def _accumulate(values: np.ndarray, group: np.ndarray, groups: int) -> ExactSums:
-    """One block (at most :data:`BLOCK` values) of :meth:`ExactSums.of_values`."""
+def _accumulate(values: np.ndarray, group: np.ndarray | None, groups: int) -> ExactSums:
+    """One block (at most :data:`BLOCK` values) of :meth:`ExactSums.of_values`.
+
+    ``group=None``: value ``i`` is group ``i`` (:meth:`ExactSums.of_each`), nothing is added.
+    """
     bits = values.view(np.int64)
     magnitude = bits & _ABS  # ordered like the absolute values
     special = np.zeros(groups, np.uint8)
     if magnitude.max(initial=0) >= _EXPONENT:  # a NaN or an infinity
         odd = magnitude >= _EXPONENT
-        special = _special(bits[odd], group[odd], groups)
+        special = _special(bits[odd], np.flatnonzero(odd) if group is None else group[odd],
+                           groups)
         values, bits = np.where(odd, 0.0, values), np.where(odd, 0, bits)
         magnitude = np.where(odd, 0, magnitude)
     largest = int(magnitude.max(initial=0))
@@ -270,8 +282,8 @@ def _add(out: np.ndarray, first: int, sums: np.ndarray, position: int) -> None:
         out[limb + offset] += digit
 
 
-def _on_grid(values: np.ndarray, group: np.ndarray, out: np.ndarray, first: int, low: int,
-             digits: int) -> None:
+def _on_grid(values: np.ndarray, group: np.ndarray | None, out: np.ndarray, first: int,
+             low: int, digits: int) -> None:
     """The fast path: values on a grid from bit ``low``, ``digits`` float64 bincounts per block.
 
     ``q = x * 2**(1074 - low)`` is an exact integer below ``2**(37 * digits)``. Its 37-bit
@@ -289,20 +301,31 @@ def _on_grid(values: np.ndarray, group: np.ndarray, out: np.ndarray, first: int,
         rest = values[s:s + _GRID_BLOCK] * scale[0]
         if scale[1] != 1.0:
             rest *= scale[1]
-        cell = group[s:s + _GRID_BLOCK]
+        cell = None if group is None else group[s:s + _GRID_BLOCK]
         digit = np.empty_like(rest)
         for j in range(digits - 1, 0, -1):
             np.multiply(rest, 2.0 ** (-_DIGIT_BITS * j), out=digit)
             np.trunc(digit, out=digit)
-            totals[j] += np.bincount(cell, weights=digit, minlength=groups).astype(np.int64)
+            _sum_digit(totals[j], s, digit, cell)
             digit *= 2.0 ** (_DIGIT_BITS * j)
             rest -= digit
-        totals[0] += np.bincount(cell, weights=rest, minlength=groups).astype(np.int64)
+        _sum_digit(totals[0], s, rest, cell)
     for j in range(digits):
         _add(out, first, totals[j], low + _DIGIT_BITS * j)
 
 
-def _by_value(bits: np.ndarray, group: np.ndarray, out: np.ndarray, first: int) -> None:
+def _sum_digit(totals: np.ndarray, start: int, digit: np.ndarray, cell: np.ndarray | None) -> None:
+    """Add the (integral float64) ``digit`` of each value to its group's int64 total.
+
+    ``cell=None``: value ``start + i`` is its own group, the digit is its total.
+    """
+    if cell is None:
+        totals[start:start + len(digit)] = digit
+    else:
+        totals += np.bincount(cell, weights=digit, minlength=len(totals)).astype(np.int64)
+
+
+def _by_value(bits: np.ndarray, group: np.ndarray | None, out: np.ndarray, first: int) -> None:
     """Values spread over a wide range: three digits per value at its own limbs, int64 adds."""
     biased = (bits >> 52) & 0x7FF
     normal = (biased != 0).astype(np.int64)
@@ -310,10 +333,14 @@ def _by_value(bits: np.ndarray, group: np.ndarray, out: np.ndarray, first: int) 
     m = (((bits & _FRACTION) | (normal << 52)) ^ sign) - sign
     position = biased - normal
     groups = out.shape[1]
-    flat = np.maximum((position >> 5) - first, 0) * groups + group  # zeros: any limb (digits 0)
+    flat = np.maximum((position >> 5) - first, 0) * groups + (
+        np.arange(groups) if group is None else group)  # zeros: any limb (their digits are 0)
     cells = out.reshape(-1)
     for offset, digit in enumerate(_spread(m, position & 31)):
-        np.add.at(cells, flat + offset * groups, digit)
+        if group is None:  # one value per group: its digits land on distinct cells
+            cells[flat + offset * groups] = digit
+        else:
+            np.add.at(cells, flat + offset * groups, digit)
 
 
 def _carry(limbs: np.ndarray) -> np.ndarray:
@@ -379,25 +406,24 @@ def running_sums(values: np.ndarray, starts: np.ndarray,
 
     Segment ``i`` is ``values[starts[i]:starts[i + 1]]`` (non-empty; fewer than :data:`BLOCK`
     values in all) and starts from sum ``i`` of ``base``. Returns the rounded sum after every
-    value (in the order of ``values``) and the partial after each segment's last value. Each
-    segment's base is laid before its values, and one cumulative sum per limb over all segments
-    minus each segment's offset (exact in int64, wrapping included) replaces a loop over keys.
+    value (in the order of ``values``) and the partial after each segment's last value. One
+    cumulative sum per limb over all segments, minus each segment's offset plus its base (exact
+    in int64, wrapping included), replaces a loop over keys.
     """
-    rows, segments = len(values), len(starts) - 1
-    sizes = np.diff(starts) + 1
-    head = starts[:-1] + np.arange(segments)  # where each base goes
-    own = np.ones(rows + segments, bool)
-    own[head] = False
-    order = np.empty(rows + segments, np.int64)  # bases 0.., then the values, interleaved
-    order[head] = np.arange(segments)
-    order[own] = np.arange(segments, segments + rows)
-
-    def prefix(x: np.ndarray) -> np.ndarray:
-        laid = x[order]
-        total = np.cumsum(laid)
-        out: np.ndarray = (total - np.repeat(total[head] - laid[head], sizes))[own]
-        return out
-
-    each = ExactSums.of_values(values, np.arange(rows), rows)
-    after = concat([base, each]).summed(prefix)
+    sizes, first = np.diff(starts), starts[:-1]
+    each = ExactSums.of_each(values)
+    low = min(each.low, base.low)
+    n = max(each.low + len(each.limbs), base.low + len(base.limbs)) + 1 - low
+    own = each.aligned(low, n)
+    total = np.cumsum(own, axis=1)
+    offset = total[:, first] - own[:, first] - base.aligned(low, n)
+    total -= np.repeat(offset, sizes, axis=1)
+    special = np.zeros(len(values), np.uint8)
+    if each.special.any() or base.special.any():
+        for flag in (NAN, POS_INF, NEG_INF):
+            hit = ((each.special & flag) != 0).astype(np.int64)
+            seen = np.cumsum(hit)
+            seen -= np.repeat(seen[first] - hit[first] - ((base.special & flag) != 0), sizes)
+            special |= np.where(seen > 0, flag, 0).astype(np.uint8)
+    after = ExactSums.of_digits(low, total, special)
     return after.to_double(), after.take(starts[1:] - 1).trimmed()

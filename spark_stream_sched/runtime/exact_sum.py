@@ -301,26 +301,32 @@ def _on_grid(values: np.ndarray, group: np.ndarray | None, out: np.ndarray, firs
         rest = values[s:s + _GRID_BLOCK] * scale[0]
         if scale[1] != 1.0:
             rest *= scale[1]
-        cell = None if group is None else group[s:s + _GRID_BLOCK]
+        if group is None:  # value s + i is group s + i: its digits are its totals
+            span, cell = slice(s, s + len(rest)), None
+        else:  # the groups of a block (often a narrow range: rows come by pane)
+            cell = group[s:s + _GRID_BLOCK]
+            first_group = int(cell.min(initial=0))
+            span = slice(first_group, int(cell.max(initial=0)) + 1)
+            cell = cell - first_group
         digit = np.empty_like(rest)
         for j in range(digits - 1, 0, -1):
             np.multiply(rest, 2.0 ** (-_DIGIT_BITS * j), out=digit)
             np.trunc(digit, out=digit)
-            _sum_digit(totals[j], s, digit, cell)
+            _sum_digit(totals[j, span], digit, cell)
             digit *= 2.0 ** (_DIGIT_BITS * j)
             rest -= digit
-        _sum_digit(totals[0], s, rest, cell)
+        _sum_digit(totals[0, span], rest, cell)
     for j in range(digits):
         _add(out, first, totals[j], low + _DIGIT_BITS * j)
 
 
-def _sum_digit(totals: np.ndarray, start: int, digit: np.ndarray, cell: np.ndarray | None) -> None:
-    """Add the (integral float64) ``digit`` of each value to its group's int64 total.
+def _sum_digit(totals: np.ndarray, digit: np.ndarray, cell: np.ndarray | None) -> None:
+    """Add the (integral float64) ``digit`` of each value to its group's int64 ``totals``.
 
-    ``cell=None``: value ``start + i`` is its own group, the digit is its total.
+    ``cell=None``: value ``i`` is group ``i``, the digit is its total.
     """
     if cell is None:
-        totals[start:start + len(digit)] = digit
+        totals[:] = digit
     else:
         totals += np.bincount(cell, weights=digit, minlength=len(totals)).astype(np.int64)
 

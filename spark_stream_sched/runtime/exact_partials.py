@@ -52,7 +52,7 @@ def to_arrow(sums: ExactSums, valid: np.ndarray | None = None) -> pa.StructArray
     offsets = np.arange(sums.groups + 1, dtype=np.int32) * width
     lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
     flags = sums.special | np.where(negative, NEGATIVE, 0).astype(np.uint8)
-    low = np.full(sums.groups, sums.low + first, np.int16)
+    low = np.full(sums.groups, sums.low + first if width else 0, np.int16)
     mask = None if valid is None else pa.array(~np.asarray(valid, dtype=bool))
     return pa.StructArray.from_arrays([pa.array(flags), pa.array(low), lists],
                                       fields=list(PARTIAL_TYPE), mask=mask)

@@ -5,24 +5,13 @@ exact real sum of its non-null values, as :func:`math.fsum` computes it. Any NaN
 infinities give NaN, one infinity gives itself, an exact sum beyond the largest double rounds to
 ``±inf`` (IEEE round to nearest) and an exact zero is ``+0.0``.
 
-Representation. A finite double is an integer multiple of ``2**-1074``: ``x = ±m * 2**o *
-2**-1074`` with ``m < 2**53`` and ``0 <= o <= 2045``, both read from its bits. That absolute grid
-is cut into 32-bit *limbs* (limb ``j`` weighs ``2**(32*j - 1074)``). An :class:`ExactSums` holds
-a ``[limb, group]`` int64 matrix of signed digits over only the limbs its data touches (``low``
-is the first), plus NaN / ``+inf`` / ``-inf`` flags per group. Merging partials is integer
-addition, associative and commutative: partials combined in any grouping and order give the
-same bits. Carries are propagated after every operation (each limb but the top one then lies in
-``[0, 2**32)``), and a limb of headroom keeps the signed top one small.
-
-Accumulating values takes one of two paths, both exact:
-
-* the grid (usual data: all values within ``37 * GRID_DIGITS`` bits of each other): scaled by a
-  power of two, every value is an integer on one grid; it is cut into 37-bit digits with float64
-  ``trunc`` and subtraction, and each digit is added per group with ``np.bincount``, exact while
-  a partial stays below ``2**53`` (at most ``2**16`` digits per call): see :func:`_on_grid`;
-* by value (wider spans): each value's ``m * 2**(o % 32)`` becomes three digits below ``2**33``
-  on its own limbs, added with ``np.add.at`` in int64 (at most :data:`BLOCK` per call:
-  ``2**26 * 2**33 < 2**63``).
+Representation. A finite double is an integer multiple of ``2**-1074``, and so is any sum of
+doubles; that grid is cut into 32-bit *limbs* (:mod:`.exact_digits` puts values on it). An
+:class:`ExactSums` holds a ``[limb, group]`` int64 matrix of digits over only the limbs its data
+touches (``low`` is the first), plus NaN / ``+inf`` / ``-inf`` flags per group. Merging partials
+is integer addition, associative and commutative: partials combined in any grouping and order
+give the same bits. Carries are propagated after every operation (each limb but the top one then
+lies in ``[0, 2**32)``), and a limb of headroom keeps the signed top one small.
 
 Rounding is vectorised and needs no fallback: the top 64 bits of the magnitude with a sticky
 bit are rounded half to even by the uint64 to float64 conversion, and a sum below ``2**-1021``
@@ -36,21 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Special-value flags of a group (bitwise or).
-NAN, POS_INF, NEG_INF = 1, 2, 4
-#: Most values one call adds into one cell before carries are propagated.
-BLOCK = 1 << 26
-_MASK = (1 << 32) - 1
-_EXPONENT = 0x7FF << 52
-_ABS = (1 << 63) - 1
+from spark_stream_sched.runtime import exact_digits
+from spark_stream_sched.runtime.exact_digits import NAN, NEG_INF, POS_INF, carry
+
+__all__ = ["NAN", "NEG_INF", "POS_INF", "ExactSums", "concat", "running_sums"]
+
 #: Most sums :meth:`ExactSums.merge` adds into one group with float64 ``np.bincount``: limbs
 #: below ``2**32``, so partial sums stay below ``2**53``.
 MERGE_BY_BINCOUNT = 1 << 21
-#: Most 37-bit digits per value on the fast path (values spanning up to 111 bits).
-GRID_DIGITS = 3
-_DIGIT_BITS = 37
-_GRID_BLOCK = 1 << 16
-_FRACTION = (1 << 52) - 1
 
 
 @dataclass(frozen=True)
@@ -85,15 +67,16 @@ class ExactSums:
     @classmethod
     def of_digits(cls, low: int, limbs: np.ndarray, special: np.ndarray) -> ExactSums:
         """Sums from signed int64 digits (``|digit| < 2**62``) of a fresh array, carried here."""
-        return cls(low, _carry(limbs), special)
+        return cls(low, carry(limbs), special)
 
     @classmethod
     def of_values(cls, values: np.ndarray, group: np.ndarray, groups: int) -> ExactSums:
         """Sum float64 ``values`` per ``group`` (ints in ``[0, groups)``); nulls already removed."""
         values = np.ascontiguousarray(values, dtype=np.float64)
         group = np.asarray(group, dtype=np.int64)
-        parts = [_accumulate(values[s:s + BLOCK], group[s:s + BLOCK], groups)
-                 for s in range(0, max(len(values), 1), BLOCK)]
+        block = exact_digits.BLOCK
+        parts = [cls(*exact_digits.accumulate(values[s:s + block], group[s:s + block], groups))
+                 for s in range(0, max(len(values), 1), block)]
         return parts[0] if len(parts) == 1 else concat(parts).merge(
             np.tile(np.arange(groups), len(parts)), groups)
 
@@ -101,8 +84,10 @@ class ExactSums:
     def of_each(cls, values: np.ndarray) -> ExactSums:
         """One sum per float64 value (its exact partial): :meth:`of_values` without adding."""
         values = np.ascontiguousarray(values, dtype=np.float64)
-        parts = [_accumulate(values[s:s + BLOCK], None, len(values[s:s + BLOCK]))
-                 for s in range(0, max(len(values), 1), BLOCK)]
+        block = exact_digits.BLOCK
+        parts = [cls(*exact_digits.accumulate(values[s:s + block], None,
+                                              len(values[s:s + block])))
+                 for s in range(0, max(len(values), 1), block)]
         return parts[0] if len(parts) == 1 else concat(parts)
 
     # -- reshaping ---------------------------------------------------------------------------
@@ -156,24 +141,25 @@ class ExactSums:
             if limb.any():
                 out[j] = np.bincount(group, weights=limb if rows is None else limb[rows],
                                      minlength=groups)
-        return ExactSums(self.low, _carry(out), special)
+        return ExactSums(self.low, carry(out), special)
 
     def _add_at(self, group: np.ndarray, groups: int) -> np.ndarray:
-        """Carried limbs of :meth:`merge` by int64 ``np.add.at``, :data:`BLOCK` sums at a time."""
+        """Carried limbs of :meth:`merge` by int64 ``np.add.at``, a block of sums at a time."""
         n = len(self.limbs) + 1
         out = np.zeros(n * groups, np.int64)
-        for s in range(0, len(group), BLOCK):
-            flat = (np.arange(n - 1)[:, None] * groups + group[None, s:s + BLOCK]).ravel()
-            np.add.at(out, flat, self.limbs[:, s:s + BLOCK].ravel())
-            _carry(out.reshape(n, groups))
+        block = exact_digits.BLOCK
+        for s in range(0, len(group), block):
+            flat = (np.arange(n - 1)[:, None] * groups + group[None, s:s + block]).ravel()
+            np.add.at(out, flat, self.limbs[:, s:s + block].ravel())
+            carry(out.reshape(n, groups))
         return out.reshape(n, groups)
 
     def summed(self, total: Callable[[np.ndarray], np.ndarray]) -> ExactSums:
         """New sums, each adding a set of these sums (a window of panes, a prefix of rows).
 
         ``total`` maps one int64 value per sum to one total per new sum, and must add at most
-        :data:`BLOCK` values into a total (int64 additions, exact); it is applied to every limb
-        and, for the special values, to 0/1 indicators.
+        :data:`~.exact_digits.BLOCK` values into a total (int64 additions, exact); it is
+        applied to every limb and, for the special values, to 0/1 indicators.
         """
         summed = [total(limb) if limb.any() else None for limb in self.limbs]  # 0 stays 0
         shape = next((t.shape for t in summed if t is not None), None)
@@ -185,7 +171,7 @@ class ExactSums:
             hit = (self.special & flag) != 0
             if hit.any():
                 special |= np.where(total(hit.astype(np.int64)) > 0, flag, 0).astype(np.uint8)
-        return ExactSums(self.low, _carry(np.stack(limbs)), special)
+        return ExactSums(self.low, carry(np.stack(limbs)), special)
 
     # -- results -----------------------------------------------------------------------------
 
@@ -197,7 +183,7 @@ class ExactSums:
         negative = digits[-1] < 0
         if negative.any():
             digits = digits.copy()
-            digits[:, negative] = _carry(-digits[:, negative])
+            digits[:, negative] = carry(-digits[:, negative])
         return digits, negative
 
     def to_double(self) -> np.ndarray:
@@ -219,146 +205,6 @@ def concat(parts: Sequence[ExactSums]) -> ExactSums:
     n = max(p.low + len(p.limbs) for p in parts) - low
     return ExactSums(low, np.concatenate([p.aligned(low, n) for p in parts], axis=1),
                      np.concatenate([p.special for p in parts]))
-
-
-def _spread(m: np.ndarray, shift: np.ndarray | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Three signed digits of ``m * 2**shift`` (int64 ``m``, ``0 <= shift < 32``).
-
-    ``m`` is cut at bit 32 so that both halves shifted fit in int64 (the high half is below
-    ``2**31``); their parts above and below bit 32 are the digits, of magnitude below ``2**33``.
-    """
-    lo = (m & _MASK) << shift
-    hi = (m >> 32) << shift
-    return lo & _MASK, (lo >> 32) + (hi & _MASK), hi >> 32
-
-
-def _special(bits: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
-    """NaN / ±inf flags per group of the non-finite values ``bits``."""
-    nan = (bits & _FRACTION) != 0
-    flag = np.where(nan, NAN, np.where(bits < 0, NEG_INF, POS_INF)).astype(np.uint8)
-    special = np.zeros(groups, np.uint8)
-    np.bitwise_or.at(special, group, flag)
-    return special
-
-
-def _accumulate(values: np.ndarray, group: np.ndarray | None, groups: int) -> ExactSums:
-    """One block (at most :data:`BLOCK` values) of :meth:`ExactSums.of_values`.
-
-    ``group=None``: value ``i`` is group ``i`` (:meth:`ExactSums.of_each`), nothing is added.
-    """
-    bits = values.view(np.int64)
-    magnitude = bits & _ABS  # ordered like the absolute values
-    special = np.zeros(groups, np.uint8)
-    if magnitude.max(initial=0) >= _EXPONENT:  # a NaN or an infinity
-        odd = magnitude >= _EXPONENT
-        special = _special(bits[odd], np.flatnonzero(odd) if group is None else group[odd],
-                           groups)
-        values, bits = np.where(odd, 0.0, values), np.where(odd, 0, bits)
-        magnitude = np.where(odd, 0, magnitude)
-    largest = int(magnitude.max(initial=0))
-    if largest == 0:
-        return ExactSums(0, np.zeros((1, groups), np.int64), special)
-    low = _lowest_bit(int(np.min(magnitude, where=magnitude != 0, initial=largest)))
-    high = _lowest_bit(largest) + 53  # every value is below 2**(high - 1074)
-    first = low >> 5
-    out = np.zeros(((high >> 5) + 4 - first, groups), np.int64)  # + digits, carries, headroom
-    digits = -(-(high - low) // _DIGIT_BITS)
-    if digits <= GRID_DIGITS:
-        _on_grid(values, group, out, first, low, digits)
-    else:
-        _by_value(bits, group, out, first)
-    return ExactSums(first, _carry(out), special)
-
-
-def _lowest_bit(magnitude: int) -> int:
-    """Absolute grid position ``o`` of the lowest bit of a double with these magnitude bits."""
-    return max((magnitude >> 52) - 1, 0)
-
-
-def _add(out: np.ndarray, first: int, sums: np.ndarray, position: int) -> None:
-    """Add int64 ``sums`` weighted ``2**position`` to the limbs ``out``."""
-    limb = (position >> 5) - first
-    for offset, digit in enumerate(_spread(sums, position & 31)):
-        out[limb + offset] += digit
-
-
-def _on_grid(values: np.ndarray, group: np.ndarray | None, out: np.ndarray, first: int,
-             low: int, digits: int) -> None:
-    """The fast path: values on a grid from bit ``low``, ``digits`` float64 bincounts per block.
-
-    ``q = x * 2**(1074 - low)`` is an exact integer below ``2**(37 * digits)``. Its 37-bit
-    digits, top first, truncate an exact power-of-two scaling toward zero, and subtracting
-    them leaves the low bits of ``q`` with its sign (exact; ``floor`` would not be: ``q + 2**74``
-    for a small negative ``q`` needs more than 53 bits). A block adds at most ``2**16`` digits of
-    magnitude at most ``2**37`` per group, so every float64 partial sum of ``np.bincount`` is an
-    integer below ``2**53``: exact. The blocks' sums add up in int64 (at most
-    ``BLOCK / 2**16 = 2**10`` of them) and are spread onto the limbs once per digit.
-    """
-    groups = out.shape[1]
-    scale = 2.0 ** min(1074 - low, 1000), 2.0 ** max(1074 - low - 1000, 0)
-    totals = np.zeros((digits, groups), np.int64)
-    for s in range(0, len(values), _GRID_BLOCK):
-        rest = values[s:s + _GRID_BLOCK] * scale[0]
-        if scale[1] != 1.0:
-            rest *= scale[1]
-        if group is None:  # value s + i is group s + i: its digits are its totals
-            span, cell = slice(s, s + len(rest)), None
-        else:  # the groups of a block (often a narrow range: rows come by pane)
-            cell = group[s:s + _GRID_BLOCK]
-            first_group = int(cell.min(initial=0))
-            span = slice(first_group, int(cell.max(initial=0)) + 1)
-            cell = cell - first_group
-        digit = np.empty_like(rest)
-        for j in range(digits - 1, 0, -1):
-            np.multiply(rest, 2.0 ** (-_DIGIT_BITS * j), out=digit)
-            np.trunc(digit, out=digit)
-            _sum_digit(totals[j, span], digit, cell)
-            digit *= 2.0 ** (_DIGIT_BITS * j)
-            rest -= digit
-        _sum_digit(totals[0, span], rest, cell)
-    for j in range(digits):
-        _add(out, first, totals[j], low + _DIGIT_BITS * j)
-
-
-def _sum_digit(totals: np.ndarray, digit: np.ndarray, cell: np.ndarray | None) -> None:
-    """Add the (integral float64) ``digit`` of each value to its group's int64 ``totals``.
-
-    ``cell=None``: value ``i`` is group ``i``, the digit is its total.
-    """
-    if cell is None:
-        totals[:] = digit
-    else:
-        totals += np.bincount(cell, weights=digit, minlength=len(totals)).astype(np.int64)
-
-
-def _by_value(bits: np.ndarray, group: np.ndarray | None, out: np.ndarray, first: int) -> None:
-    """Values spread over a wide range: three digits per value at its own limbs, int64 adds."""
-    biased = (bits >> 52) & 0x7FF
-    normal = (biased != 0).astype(np.int64)
-    sign = bits >> 63  # 0 or -1
-    m = (((bits & _FRACTION) | (normal << 52)) ^ sign) - sign
-    position = biased - normal
-    groups = out.shape[1]
-    flat = np.maximum((position >> 5) - first, 0) * groups + (
-        np.arange(groups) if group is None else group)  # zeros: any limb (their digits are 0)
-    cells = out.reshape(-1)
-    for offset, digit in enumerate(_spread(m, position & 31)):
-        if group is None:  # one value per group: its digits land on distinct cells
-            cells[flat + offset * groups] = digit
-        else:
-            np.add.at(cells, flat + offset * groups, digit)
-
-
-def _carry(limbs: np.ndarray) -> np.ndarray:
-    """Propagate carries in place: every limb but the top one in ``[0, 2**32)``, the top signed.
-
-    ``limbs`` is a fresh int64 array the caller owns; it is returned.
-    """
-    for j in range(len(limbs) - 1):
-        carry = limbs[j] >> 32
-        limbs[j] &= _MASK
-        limbs[j + 1] += carry
-    return limbs
 
 
 def extent(nonzero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -410,11 +256,11 @@ def running_sums(values: np.ndarray, starts: np.ndarray,
                  base: ExactSums) -> tuple[np.ndarray, ExactSums]:
     """Exactly rounded prefix sums of ``values`` within segments, each seeded with a partial.
 
-    Segment ``i`` is ``values[starts[i]:starts[i + 1]]`` (non-empty; fewer than :data:`BLOCK`
-    values in all) and starts from sum ``i`` of ``base``. Returns the rounded sum after every
-    value (in the order of ``values``) and the partial after each segment's last value. One
-    cumulative sum per limb over all segments, minus each segment's offset plus its base (exact
-    in int64, wrapping included), replaces a loop over keys.
+    Segment ``i`` is ``values[starts[i]:starts[i + 1]]`` (non-empty; fewer than
+    :data:`~.exact_digits.BLOCK` values in all) and starts from sum ``i`` of ``base``. Returns
+    the rounded sum after every value (in the order of ``values``) and the partial after each
+    segment's last value. One cumulative sum per limb over all segments, minus each segment's
+    offset plus its base (exact in int64, wrapping included), replaces a loop over keys.
     """
     sizes, first = np.diff(starts), starts[:-1]
     each = ExactSums.of_each(values)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_stream_sched.runtime import exact_sum
+from spark_stream_sched.runtime import exact_digits, exact_sum
 from spark_stream_sched.runtime.exact_partials import from_arrow, to_arrow
 from spark_stream_sched.runtime.exact_sum import ExactSums, concat, running_sums
 from spark_stream_sched.testing.reference import float_sum
@@ -51,13 +51,13 @@ def grouped(draw: st.DrawFn) -> tuple[list[float], list[int], int]:
     return values, groups, n
 
 
-@pytest.mark.parametrize("grid_digits", [0, exact_sum.GRID_DIGITS])
+@pytest.mark.parametrize("grid_digits", [0, exact_digits.GRID_DIGITS])
 @PROFILE
 @given(case=grouped())
 def test_sums_equal_fsum_on_both_paths(monkeypatch: pytest.MonkeyPatch, grid_digits: int,
                                        case: tuple[list[float], list[int], int]) -> None:
     """``grid_digits=0`` sends every call down the by-value path."""
-    monkeypatch.setattr(exact_sum, "GRID_DIGITS", grid_digits)
+    monkeypatch.setattr(exact_digits, "GRID_DIGITS", grid_digits)
     assert sums_of(*case) == oracle(*case)
 
 
@@ -116,7 +116,7 @@ def test_partials_merge_exactly_in_any_grouping_and_order(
 def test_more_values_than_one_block(monkeypatch: pytest.MonkeyPatch,
                                     case: tuple[list[float], list[int], int]) -> None:
     """Blocks of 3 values per call: the blocks' partials are merged exactly."""
-    monkeypatch.setattr(exact_sum, "BLOCK", 3)
+    monkeypatch.setattr(exact_digits, "BLOCK", 3)
     assert sums_of(*case) == oracle(*case)
 
 

@@ -158,15 +158,11 @@ def _window_sum(grouped: pa.Table, table: pa.Table, group: np.ndarray | None,
                       pc.divide(total_col.cast(pa.float64()), n.cast(pa.float64())))
 
 
-def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate],
-                    partials: pa.Table | None = None) -> pa.Table:
-    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order.
-
-    ``partials``: the table :func:`expand_to_windows` expanded (its exact partials), or None
-    when ``expanded`` holds its rows' partials itself (one window per partial row).
-    """
-    positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
-    table = expanded.append_column(_POS, positions)
+def _stage2_requests(
+    aggs: list[BoundAggregate], table: pa.Table
+) -> tuple[pa.Table, list[tuple[str, str, pc.FunctionOptions | None]]]:
+    """Add helper columns to ``table`` and list the Arrow aggregations stage 2 needs."""
+    positions = table.column(_POS).combine_chunks()
     requests: list[tuple[str, str, pc.FunctionOptions | None]] = []
     for i, agg in enumerate(aggs):
         func = agg.spec.func
@@ -186,6 +182,18 @@ def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggrega
             requests.append((f"__p{i}", "min" if func.startswith("first") else "max", _SKIP))
     if any(map(exact.is_exact, aggs)):
         requests.append((_POS, "list", None))
+    return table, requests
+
+
+def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate],
+                    partials: pa.Table | None = None) -> pa.Table:
+    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order.
+
+    ``partials``: the table :func:`expand_to_windows` expanded (its exact partials), or None
+    when ``expanded`` holds its rows' partials itself (one window per partial row).
+    """
+    positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
+    table, requests = _stage2_requests(aggs, expanded.append_column(_POS, positions))
     grouped = table.group_by([WINDOW, *keys], use_threads=False).aggregate(requests)
     group = _group_of_rows(grouped, table.num_rows) if any(map(exact.is_exact, aggs)) else None
     out = {WINDOW: grouped.column(WINDOW)}

@@ -262,8 +262,9 @@ def results_difference(actual: pa.Table, expected: pa.Table, rel_tol: float = 1e
     """Describe the first difference between two window results; None when they match.
 
     Schemas, row counts, row order and every value must be equal, except floating-point
-    values, which may differ by ``rel_tol`` (relative): floating sums and averages depend on the
-    summation order, and the runtime adds per-pane partial sums while MQ adds tuple by tuple.
+    values, which may differ by ``rel_tol`` (relative): the runtime's floating sums and averages
+    are exactly rounded (``docs/aggregates.md``) while MQ, as the paper's baseline, adds tuple by
+    tuple in float64.
     """
     if actual.schema != expected.schema:
         return f"schemas differ: {actual.schema} vs {expected.schema}"

@@ -4,9 +4,10 @@ Each function takes every row an operator was given (any order, ``__input``/``__
 sorts them by the total order ``(ts, __input, __seq)`` and walks them one at a time with a dict
 of per-key state, written for clarity, not speed. Outputs are lists of row dicts equal to the
 operator's output ``to_pylist()`` (floats bit for bit). Running aggregates refold the key's
-rows so far with explicit left folds (``total = total + value``; not Python's ``sum``, whose
-float algorithm changed in 3.12). NaN values are out of scope for ``min``/``max`` here (Python
-comparisons with NaN are order-dependent; the operator orders NaN above every number).
+rows so far; a floating sum is :func:`~.reference.float_sum` of them (:func:`math.fsum`, the
+rule of ``docs/aggregates.md``), an integer sum Python's exact ``sum``. NaN values are out of
+scope for ``min``/``max`` here (Python comparisons with NaN are order-dependent; the operator
+orders NaN above every number).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from spark_stream_sched.runtime.aggregates import AggSpec, parse_aggregates
 from spark_stream_sched.runtime.keyed.user import ROW_COL, KeyedFunction
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.predicate import Predicate
+from spark_stream_sched.testing.reference import total
 
 Row = dict[str, Any]
 
@@ -53,7 +55,7 @@ def key_of(row: Row, columns: list[str]) -> tuple[Any, ...]:
 
 
 def running_fold(spec: AggSpec, predicate: Predicate | None, rows: list[Row]) -> Any:
-    """One aggregate over a key's rows so far, as an explicit left fold in tuple order."""
+    """One aggregate over a key's rows so far, in tuple order."""
     column = spec.column
     values = [r[column] for r in rows] if column not in (None, "*") else []
     present = [v for v in values if v is not None]
@@ -64,12 +66,10 @@ def running_fold(spec: AggSpec, predicate: Predicate | None, rows: list[Row]) ->
     if func == "count_where":
         return len(hits)
     if func in ("sum", "avg"):
-        total = 0
-        for value in present:
-            total = total + value
         if not present:
             return None
-        return total if func == "sum" else total / len(present)
+        result = total(present)
+        return result if func == "sum" else result / len(present)
     if func in ("min", "max"):
         best = None
         for value in present:

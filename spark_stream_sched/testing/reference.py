@@ -1,13 +1,16 @@
 """The obviously-correct reference: concatenate, sort by the total order, assign windows, fold.
 
 Plain Python over row dicts, written for clarity, not speed; every runtime feature is checked
-against it (DESIGN.md §5). It shares only the parsers (window durations, aggregate and predicate
-syntax) with the runtime, and evaluates predicates with the row evaluator.
+against it. It shares only the parsers (window durations, aggregate and predicate syntax) with
+the runtime, and evaluates predicates with the row evaluator. Floating sums follow the one rule
+of ``docs/aggregates.md`` through :func:`float_sum` (:func:`math.fsum`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +43,35 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+def float_sum(values: list[float]) -> float:
+    """The exactly rounded sum of ``values``: :func:`math.fsum`, special values spelled out.
+
+    NaN, or both infinities, give NaN; one infinity gives itself; an exact zero is ``+0.0``.
+    ``math.fsum`` raises OverflowError when a partial sum overflows even if the total does not
+    (``[1e308, 1e308, -1e308]``); then the exact rational sum is rounded by ``float()`` (a
+    correctly rounded integer division), and a sum beyond the largest double is ``±inf``.
+    """
+    if any(math.isnan(v) for v in values) or (math.inf in values and -math.inf in values):
+        return math.nan
+    if math.inf in values or -math.inf in values:
+        return math.inf if math.inf in values else -math.inf
+    try:
+        return math.fsum(values) + 0.0
+    except OverflowError:
+        exact = sum(map(Fraction, values), Fraction(0))
+        try:
+            return float(exact)
+        except OverflowError:
+            return math.inf if exact > 0 else -math.inf
+
+
+def total(values: list[Any]) -> Any:
+    """``sum`` of non-null values: :func:`float_sum` for floats, the exact integer otherwise."""
+    if any(isinstance(v, float) for v in values):
+        return float_sum([float(v) for v in values])
+    return sum(values)
+
+
 def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
     """Compute one aggregate over ``rows`` (already in the total order)."""
     pred = Predicate.compile(spec.predicate, schema) if spec.predicate else None
@@ -50,9 +82,9 @@ def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
         case "count":
             return len(rows) if col == "*" else len(present)
         case "sum":
-            return sum(present) if present else None
+            return total(present) if present else None
         case "avg":
-            return sum(present) / len(present) if present else None
+            return total(present) / len(present) if present else None
         case "min":
             return min(present) if present else None
         case "max":

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from spark_stream_sched.runtime.plan import OperatorKind, QueryPlan
 from spark_stream_sched.runtime.predicate import Predicate
 from spark_stream_sched.runtime.window.spec import WindowSpec
-from spark_stream_sched.testing.reference import reference_aggregate
+from spark_stream_sched.testing.reference import float_sum, reference_aggregate
 
 
 def _filter(table: pa.Table, params: dict[str, Any]) -> pa.Table:
@@ -41,16 +41,17 @@ def _window(table: pa.Table, params: dict[str, Any], out_schema: pa.Schema) -> p
 
 
 def _keyed(table: pa.Table, params: dict[str, Any]) -> pa.Table:
-    state: dict[tuple[Any, ...], Any] = {}
+    """Running count or sum per key; a floating sum is :func:`float_sum` of the values so far."""
+    seen: dict[tuple[Any, ...], list[Any]] = {}
+    count = params.get("function", "running_count") == "running_count"
+    floats = not count and pa.types.is_floating(table.schema.field(params["column"]).type)
     out = []
     for row in table.to_pylist():
-        key = tuple(row[k] for k in params["keys"])
-        step = 1 if params.get("function", "running_count") == "running_count" else (
-            row[params["column"]] or 0)
-        state[key] = state.get(key, 0) + step
-        out.append(state[key])
+        values = seen.setdefault(tuple(row[k] for k in params["keys"]), [])
+        values.append(1 if count else (row[params["column"]] or 0))
+        out.append(float_sum(values) if floats else sum(values))
     name = params.get("output", params.get("function", "running_count"))
-    return table.append_column(name, pa.array(out, type=pa.int64()))
+    return table.append_column(name, pa.array(out, type=pa.float64() if floats else pa.int64()))
 
 
 def sequential(plan: QueryPlan, inputs: dict[str, pa.Table],

@@ -50,6 +50,39 @@ def test_every_strategy_equals_sequential_evaluation(
         assert_same(got, want, f"{name} with {n} workers")
 
 
+def _hex(table: pa.Table) -> list[dict]:
+    return [{k: v.hex() if isinstance(v, float) else v for k, v in r.items()}
+            for r in table.to_pylist()]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.one_of(st.none(), st.floats(allow_nan=False), st.sampled_from(
+           [0.1, 0.2, 0.3, 1e16, -1e16, 1.0, 1e308])), min_size=1, max_size=150),
+       packet_rows=st.integers(1, 40), strategy=st.sampled_from(strategy_names()),
+       workers=st.integers(1, 3), seed=st.integers(0, 2 ** 31))
+def test_float_sums_follow_the_rule_whatever_the_packets(
+    pools: dict[int, WorkerPool], values: list, packet_rows: int, strategy: str,
+    workers: int, seed: int,
+) -> None:
+    """Window sums/averages and running sums of a float column are exactly rounded."""
+    rng = np.random.default_rng(seed)
+    n = len(values)
+    data = {"s": pa.table({"ts": pa.array(np.sort(rng.integers(0, 20_000, n)), pa.int64()),
+                           "k": pa.array(rng.integers(0, 3, n), pa.int64()),
+                           "v": pa.array(values, pa.float64())})}
+    plan = QueryPlan([
+        OperatorDef("w", OperatorKind.WINDOW_AGGREGATE, ("s",),
+                    params={"size": 4000, "slide": 1000, "keys": ["k"],
+                            "aggregates": ["sum(v) as sv", "avg(v) as av"]}),
+        OperatorDef("r", OperatorKind.KEYED, ("s",),
+                    params={"keys": ["k"], "function": "running_sum", "column": "v"}),
+    ])
+    got = run_all(plan, data, strategy, pools[workers], packet_rows)
+    want = expected(plan, data)
+    assert {root: _hex(t) for root, t in got.items()} == {root: _hex(t) for root, t in
+                                                           want.items()}
+
+
 def _fixed_case() -> tuple[QueryPlan, dict[str, pa.Table]]:
     n = 3000
     data = pa.table({"ts": pa.array(range(0, 10 * n, 10), pa.int64()),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pyarrow as pa
 from hypothesis import strategies as st
 
@@ -19,6 +21,12 @@ AGGREGATES = [
 ]
 
 keys_st = st.sampled_from(["k0", "k1", "k2", "k3", None])
+#: Mostly moderate values; sometimes values whose sums cancel or round (0.1 + 0.2 + 0.3), span
+#: the whole range or overflow (1e308), subnormals, infinities.
+values_st = st.one_of(
+    st.none(), st.floats(-1e3, 1e3, allow_nan=False), st.floats(-1e3, 1e3, allow_nan=False),
+    st.sampled_from([0.1, 0.2, 0.3, -0.0, 1e16, -1e16, 1.0, 1e308, -1e308, 5e-324]),
+    st.floats(allow_nan=False, allow_infinity=False), st.sampled_from([math.inf, -math.inf]))
 skewed_keys = st.one_of(st.just("hot"), keys_st)
 
 
@@ -39,8 +47,7 @@ def input_stream(draw: st.DrawFn, max_rows: int = 40) -> pa.Table:
         "ts": pa.array(ts, pa.int64()),
         "k": pa.array(col(skewed_keys), pa.string()),
         "g": pa.array(col(st.integers(0, 2)), pa.int64()),
-        "v": pa.array(col(st.one_of(st.none(), st.floats(-1e3, 1e3, allow_nan=False))),
-                      pa.float64()),
+        "v": pa.array(col(values_st), pa.float64()),
         "i": pa.array(col(st.one_of(st.none(), st.integers(-10, 10))), pa.int64()),
         "s": pa.array(col(st.one_of(st.none(), st.sampled_from(["a", "ab", "b", "ca", "zz"]))),
                       pa.string()),

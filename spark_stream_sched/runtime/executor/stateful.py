@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE, from_arrow, to_arrow
+from spark_stream_sched.runtime.exact_sum import ExactSums, concat, running_sums
 from spark_stream_sched.runtime.executor.operators import RuntimeOperator, _assign
 from spark_stream_sched.runtime.keyed.groups import KeyGroups, key_fields, lookup, merge_state
 from spark_stream_sched.runtime.plan.operators import OperatorDef
@@ -24,7 +26,9 @@ class WindowOperator(RuntimeOperator):
     """``window_aggregate``: wraps :class:`~spark_stream_sched.runtime.window.WindowAggregator`.
 
     The packet watermark is the ready bound ``R``: windows with ``window_end <= R`` are emitted
-    as soon as the packet that raised ``R`` is processed (DESIGN.md §2, seed 004 W-Hive).
+    as soon as the packet that raised ``R`` is processed (the W-Hive of *Efficient data
+    streaming multiway aggregation through concurrent algorithmic designs and new abstract data
+    types*, §3).
 
     Two optional parameters let a caller run one step of a longer stream (the Spark source runs
     each micro-batch this way): ``state``, snapshot bytes of a
@@ -74,10 +78,11 @@ class KeyedOperator(RuntimeOperator):
     """``keyed``: a per-key running aggregate appended as column ``output``.
 
     ``running_count`` numbers the tuples of each key 1, 2, ...; ``running_sum`` adds up
-    ``column`` per key (nulls add nothing), folding left in tuple order so floating sums equal
-    those of a sequential loop bit for bit. Keys are equal when their values are (nulls are one
-    key, ``-0.0`` is ``0.0``): each key's running value is kept with its values
-    (:func:`~spark_stream_sched.runtime.keyed.groups.find`), never under its hash alone.
+    ``column`` per key (nulls add nothing): integers in int64, floats exactly rounded (the rule
+    of ``docs/aggregates.md``; the key's exact partial is its state). Keys are equal when their
+    values are (nulls are one key, ``-0.0`` is ``0.0``): each key's running value is kept with
+    its values (:func:`~spark_stream_sched.runtime.keyed.groups.find`), never under its hash
+    alone.
     """
 
     ordered = True
@@ -96,8 +101,9 @@ class KeyedOperator(RuntimeOperator):
                 raise ConfigError(f"operator {self.op_id!r}: unknown column {name!r}; "
                                   f"columns are {input_schema.names}")
         self._dtype = self._value_type(input_schema)
+        value_type = PARTIAL_TYPE if self._dtype == np.float64 else pa.int64()
         self._state = pa.schema([*key_fields(input_schema, self.keys),
-                                 ("value", pa.from_numpy_dtype(self._dtype))]).empty_table()
+                                 ("value", value_type)]).empty_table()
         self.output_schema = self.apply(input_schema.empty_table(), None).schema
 
     def _value_type(self, schema: pa.Schema) -> np.dtype[np.generic]:
@@ -118,17 +124,22 @@ class KeyedOperator(RuntimeOperator):
             return _assign(table, self.output, pa.array(result))
         groups = KeyGroups.of(table, self.keys)
         slot = lookup(self._state, groups)
-        held = np.asarray(self._state.column("value").to_numpy(), dtype=self._dtype)
-        last = np.zeros(len(groups), dtype=self._dtype)
-        values = self._values(table)
-        # One Python iteration per distinct key of the packet (not per tuple): a left fold
-        # seeded with the key's state keeps float sums identical to a sequential loop.
-        for g in range(len(groups)):
-            rows = groups.rows(g)
-            start = held[slot[g]] if slot[g] >= 0 else 0
-            run = np.cumsum(np.concatenate(([start], values[rows])), dtype=self._dtype)[1:]
-            result[rows] = run
-            last[g] = run[-1]
-        new = groups.keys.append_column("value", pa.array(last))
+        values = self._values(table)[groups.order]
+        if self._dtype == np.float64:
+            held = concat([from_arrow(self._state.column("value")), ExactSums.zeros(1)])
+            base = held.take(np.where(slot >= 0, slot, self._state.num_rows))
+            sums, ends = running_sums(values, groups.starts, base)
+            result[groups.order] = sums
+            last: pa.Array = to_arrow(ends)
+        else:
+            held_int = np.append(np.asarray(self._state.column("value").to_numpy(),
+                                            dtype=np.int64), 0)  # the last one: a new key's
+            base_int = held_int[np.where(slot >= 0, slot, self._state.num_rows)]
+            run = np.cumsum(values, dtype=np.int64)
+            offsets = np.concatenate(([0], run))[groups.starts[:-1]]
+            run += np.repeat(base_int - offsets, np.diff(groups.starts))
+            result[groups.order] = run
+            last = pa.array(run[groups.starts[1:] - 1])
+        new = groups.keys.append_column("value", last)
         self._state = merge_state(self._state, new, slot[slot >= 0])
         return _assign(table, self.output, pa.array(result))

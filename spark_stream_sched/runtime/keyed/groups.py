@@ -260,7 +260,12 @@ class RowOperator(KeyedOperator):
                 check_format(meta, cls.name)
             for name, table in expected.items():
                 if name not in tables or not tables[name].schema.equals(table.schema):
-                    raise StateError(f"state table {name!r} is missing or has another schema")
+                    raise StateError(
+                        f"snapshot of operator {cls.name!r}: state table {name!r} is missing or "
+                        f"has another layout than this version writes (e.g. running sums of "
+                        f"floats are exact partials, no longer float64); continue the query "
+                        f"with the version that wrote it, or restart it from a new checkpoint "
+                        f"location")
             op.load_state(tables)
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"snapshot of operator {cls.name!r} does not match its format "

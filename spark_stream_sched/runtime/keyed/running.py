@@ -10,15 +10,16 @@ it is null; a null predicate counts as false. A column is named by the aggregate
 its canonical text (``max(v)``); with a single aggregate the stage alias
 (``running(sum(x)) as total``) names it.
 
-Exactness: sums fold left in tuple order starting from ``0`` (a float running sum equals a
-sequential ``s = s + v`` loop bit for bit, whatever the batching), ``avg`` is that sum divided
-by the count, integer sums wrap at 64 bits as Spark's ``long`` does, and ``min``/``max``/
-``first``/``last`` return copies of input values (``min``/``max`` order NaN above every number,
-as Spark does, and keep the earliest of equal values).
+Exactness: a floating running sum is the exactly rounded sum of the key's values so far (the
+rule of ``docs/aggregates.md``, whatever the batching), ``avg`` is that sum divided by the
+count, integer sums wrap at 64 bits as Spark's ``long`` does, and ``min``/``max``/``first``/
+``last`` return copies of input values (``min``/``max`` order NaN above every number, as Spark
+does, and keep the earliest of equal values).
 
-State per key, one typed Arrow column per piece: counts, the running sum and count of ``sum``/
-``avg``, the current value of ``min``/``max``, the value and a found-flag of ``first``,
-``first_where`` and ``last_where`` (``last`` needs none: it is the tuple's own value).
+State per key, one typed Arrow column per piece: counts, the running sum (an exact partial,
+:data:`~spark_stream_sched.runtime.exact_partials.PARTIAL_TYPE`, for a floating column) and
+count of ``sum``/``avg``, the current value of ``min``/``max``, the value and a found-flag of
+``first``, ``first_where`` and ``last_where`` (``last`` needs none: it is the tuple's own value).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ExpressionError
+from spark_stream_sched.runtime import exact_partials
 from spark_stream_sched.runtime.aggregates import BoundAggregate, bind, parse_aggregates
+from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE
+from spark_stream_sched.runtime.exact_sum import running_sums
 from spark_stream_sched.runtime.keyed.base import register
 from spark_stream_sched.runtime.keyed.groups import (
     KeyGroups,
@@ -44,7 +48,8 @@ from spark_stream_sched.runtime.keyed.groups import (
 )
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 
-#: A kernel's result: the output column and, per state column, its value after every row.
+#: A kernel's result: the output column and, per state column, an array over the rows whose
+#: entry at each key's last row is the state after it (the only entries kept).
 Result = tuple[pa.Array, dict[str, pa.Array]]
 
 
@@ -76,24 +81,34 @@ class _Packet:
         return pa.concat_arrays([column(self.state, name).cast(values.type), values])
 
     def cumsum(self, inc: np.ndarray, base: np.ndarray) -> np.ndarray:
-        """Per-key running sum of ``inc`` seeded with ``base`` per group, in row order.
+        """Per-key running sum of int64 ``inc`` seeded with ``base`` per group, in row order.
 
-        Integers: one global cumsum minus each group's offset (exact, modulo 2**64). Floats: one
-        left fold per key (``np.cumsum`` of the carried sum followed by the key's values), so the
-        result equals a sequential loop bit for bit.
+        One global cumsum minus each group's offset (exact, modulo 2**64).
         """
-        out = np.empty(len(inc), dtype=inc.dtype)
+        out = np.empty(len(inc), dtype=np.int64)
         g = self.groups
-        if inc.dtype.kind in "iu":
-            with np.errstate(over="ignore"):
-                run = np.cumsum(inc[g.order])
-                before = (run - inc[g.order])[g.starts[:-1]] if len(run) else run
-                out[g.order] = run - np.repeat(before - base.astype(inc.dtype), self.sizes)
-            return out
-        for i in range(len(g)):  # one iteration per distinct key, not per tuple
-            rows = g.rows(i)
-            out[rows] = np.cumsum(np.concatenate(([base[i]], inc[rows])))[1:]
+        with np.errstate(over="ignore"):
+            run = np.cumsum(inc[g.order])
+            before = (run - inc[g.order])[g.starts[:-1]] if len(run) else run
+            out[g.order] = run - np.repeat(before - base.astype(np.int64), self.sizes)
         return out
+
+    def exact_cumsum(self, values: pa.Array, name: str) -> tuple[np.ndarray, pa.Array]:
+        """Exactly rounded running sums of floating ``values`` per key, seeded by state ``name``.
+
+        Returns the sum after every row and an array holding each key's new exact partial at
+        its last row (see :data:`Result`).
+        """
+        g, n = self.groups, len(values)
+        out = np.zeros(n)
+        if not n:
+            return out, pa.nulls(0, PARTIAL_TYPE)
+        base = exact_partials.from_arrow(take(column(self.state, name), self.slot))
+        numbers = values.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False)
+        out[g.order], ends = running_sums(numbers[g.order], g.starts, base)
+        slot_of_row = np.full(n, -1)
+        slot_of_row[self.groups.last_rows()] = np.arange(len(g))
+        return out, take(exact_partials.to_arrow(ends), slot_of_row)
 
 
 def _valid(values: pa.Array) -> np.ndarray:
@@ -114,16 +129,19 @@ def _count(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
 
 def _sum(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
     values = column(pk.rows, str(agg.spec.column))
-    dtype = np.int64 if pa.types.is_integer(agg.input_type) else np.float64
-    numbers = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False)).astype(dtype)
-    total = pk.cumsum(numbers, pk.carried(f"s{i}", 0).astype(dtype))
+    if exact_partials.is_exact(agg):
+        total, state = pk.exact_cumsum(values, f"s{i}")
+    else:
+        numbers = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        total = pk.cumsum(numbers, pk.carried(f"s{i}", 0))
+        state = pa.array(total)
     count = pk.cumsum(_valid(values).astype(np.int64), pk.carried(f"n{i}", 0))
     if agg.spec.func == "avg":
         with np.errstate(invalid="ignore", divide="ignore"):
             result = pa.array(total.astype(np.float64) / count, mask=count == 0)
     else:
         result = pa.array(total, mask=count == 0)
-    return result, {f"s{i}": pa.array(total), f"n{i}": pa.array(count)}
+    return result, {f"s{i}": state, f"n{i}": pa.array(count)}
 
 
 def _extreme(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
@@ -197,7 +215,7 @@ def _state_fields(agg: BoundAggregate, i: int) -> list[pa.Field]:
     if func in ("count", "count_where"):
         return [pa.field(f"c{i}", pa.int64())]
     if func in ("sum", "avg"):
-        total = pa.int64() if pa.types.is_integer(agg.input_type) else pa.float64()
+        total = PARTIAL_TYPE if exact_partials.is_exact(agg) else pa.int64()
         return [pa.field(f"s{i}", total), pa.field(f"n{i}", pa.int64())]
     value = pa.field(f"v{i}", agg.input_type)
     if func in ("min", "max"):

@@ -30,8 +30,8 @@ against pyspark 4.3 in ``tests/spark/test_sessions_vs_spark.py``), applied in th
 State holds the raw rows of the open sessions (a session never holds more than the tuples of one
 key with gaps of at most ``gap``) plus one row per open session (keys, id, start, last ts).
 A closed session's aggregates are computed once, from all its rows in the total order, by the
-window machinery's grouped kernels (:func:`~..window.panes.pane_partials`, which fold each group
-sequentially), so float sums are bit-identical to a sequential loop however the rows were split.
+window machinery's grouped kernels (:func:`~..window.panes.pane_partials`), so a floating sum is
+exactly rounded (``docs/aggregates.md``) however the rows were split.
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 
 :class:`WindowAggregator` receives tuples already in the total order ``(ts, input, seq)``
 together with the ready bound ``R`` and emits each ``(window, key)`` result exactly once, when
-``R >= window_end`` (DESIGN.md §2). Internally it keeps
+``R >= window_end``. Internally it keeps
 
 * ``pending``: tuples of panes that are not complete yet (``pane_end > R``), at most about one
   pane of tuples;
 * ``panes``: partial aggregates of complete panes that some unemitted window still needs.
 
-A pane's partial is computed once, from all its tuples in total order, so results do not depend
-on how the input was split into updates (tested bit-for-bit, floats included).
+A pane's partial is computed once, from all its tuples in total order, and floating sums are
+exact partials rounded once per window (``docs/aggregates.md``), so results do not depend on how
+the input was split into updates or panes (tested bit for bit, floats included).
 
 Output rows: ``window_start``, ``window_end`` (int64 ms), the key columns, one column per
 aggregate alias; ordered by ``(window_end, window_start, keys)``, keys ascending with nulls first
@@ -24,8 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.errors import ConfigError, InputError
+from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
+from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE, is_exact
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.state import snapshot
 from spark_stream_sched.runtime.window import dense_combine as dense
@@ -41,6 +43,9 @@ from spark_stream_sched.runtime.window.spec import WindowSpec
 
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
+#: Layout of :meth:`WindowAggregator.snapshot`: 2 since floating sums are exact partials
+#: (version 1 kept them as float64, which no later pane can be added to exactly).
+STATE_VERSION = 2
 #: Spark's type for window bounds when the event time is a timestamp.
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -156,13 +161,11 @@ class WindowAggregator:
         fields = [pa.field(PANE, pa.int64())]
         fields += [self.input_schema.field(k) for k in self.key_columns]
         for i, agg in enumerate(self.aggregates):
-            func, in_type = agg.spec.func, agg.input_type
+            func = agg.spec.func
             if func in ("count", "count_where"):
                 fields.append(pa.field(f"a{i}_n", pa.int64()))
             elif func in ("sum", "avg"):
-                wide = pa.int64() if in_type is not None and pa.types.is_integer(in_type) else (
-                    pa.float64())
-                fields.append(pa.field(f"a{i}_sum", wide))
+                fields.append(pa.field(f"a{i}_sum", PARTIAL_TYPE if is_exact(agg) else pa.int64()))
                 if func == "avg":
                     fields.append(pa.field(f"a{i}_n", pa.int64()))
             else:
@@ -303,7 +306,7 @@ class WindowAggregator:
                                        self.key_columns, self.aggregates)
         k_first, k_last = self.spec.window_range_of_pane(pane[a:b])
         expanded = expand_to_windows(part, np.maximum(k_first, lo), np.minimum(k_last, hi))
-        result = combine_windows(expanded, self.key_columns, self.aggregates)
+        result = combine_windows(expanded, self.key_columns, self.aggregates, part)
         sort_keys = [(WINDOW, "ascending", "at_start")]
         sort_keys += [(k, "ascending", "at_start") for k in self.key_columns]
         return result.take(pc.sort_indices(result, sort_keys=sort_keys))
@@ -340,6 +343,7 @@ class WindowAggregator:
             "keys": self.key_columns, "ts_column": self.ts_column,
             "aggregates": [a.spec.text() for a in self.aggregates],
             "bound": self._bound, "next_k": self._next_k, "mode": self.mode,
+            "state_version": STATE_VERSION,
         }
         tables = {"schema": self.input_schema.empty_table(), "pending": self._pending}
         if self._panes:
@@ -354,6 +358,23 @@ class WindowAggregator:
                  meta["aggregates"], meta["ts_column"], tables["schema"].schema,
                  meta.get("mode", "auto"))
         op._pending = tables["pending"]
-        op._panes = [tables["panes"]] if "panes" in tables else []
+        if "panes" in tables:
+            _check_partials(tables["panes"].schema, op._partial_schema,
+                            meta.get("state_version", 1))
+            op._panes = [tables["panes"]]
         op._bound, op._next_k = meta["bound"], meta["next_k"]
         return op
+
+
+def _check_partials(found: pa.Schema, expected: pa.Schema, version: int) -> None:
+    """Refuse pane partials of another layout (version 1 kept floating sums as float64)."""
+    if version > STATE_VERSION:
+        raise StateError(f"window state version {version} was written by a newer version of "
+                         f"spark_stream_sched (this one reads up to {STATE_VERSION}); run the "
+                         f"query with that version")
+    if not found.equals(expected):
+        raise StateError(
+            f"window state version {version} holds pane partials this version cannot continue "
+            f"(floating sums are exact partials since state version {STATE_VERSION}; found "
+            f"{found}); finish the query with the version that wrote it, or restart it from a "
+            f"new checkpoint location")

@@ -6,7 +6,9 @@ dense enough (most keys have a partial in most panes) it is much cheaper to lay 
 on a ``[pane, key]`` grid and fold ``W/P`` strided slices of it, one per pane position inside a
 window. The fold visits the panes of a window in pane order with the same operations as the
 sparse path (``where``-guarded ``+``/``min``/``max``, first/last by position), so both paths give
-bit-identical results; the property tests run both.
+bit-identical results; the property tests run both. Exact partials of floating sums are added
+limb by limb with one prefix sum over the panes (a window is the difference of two prefixes,
+exact in int64) and rounded once per window, as on the sparse path.
 
 Keys get *sorted* dense ids (rank among the chunk's distinct keys, nulls first), so emitting the
 non-empty cells in row-major ``(window, key)`` order is already the output order.
@@ -18,7 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_stream_sched.runtime import exact_partials
 from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.exact_partials import is_exact
 from spark_stream_sched.runtime.window.panes import PANE, WINDOW
 
 #: Largest grid (panes x keys) one dense chunk may allocate per partial column.
@@ -94,7 +98,7 @@ def _fold(grids: dict[str, np.ndarray], present: np.ndarray, agg: BoundAggregate
         for j in range(width):
             v, ok = values[j::stride][:n_windows], valid[j::stride][:n_windows]
             if func in ("sum", "avg"):
-                # Arrow's grouped sum folds sequentially from 0; so does this (bit-identical).
+                # Integer sums only (floats are exact partials): int64, wrapping as Arrow does.
                 acc = np.where(ok, acc + v, acc)
             else:
                 op = np.minimum if func == "min" else np.maximum
@@ -145,7 +149,7 @@ def _grids(panes: pa.Table, lp: np.ndarray, kid: np.ndarray, n_panes: int, n_key
         func = agg.spec.func
         names = {"count": ["n"], "count_where": ["n"], "sum": ["sum"], "avg": ["sum", "n"],
                  "min": ["v"], "max": ["v"], "first_where": ["found"],
-                 "last_where": ["found"]}.get(func, [])
+                 "last_where": ["found"]}.get(func, []) if not is_exact(agg) else []
         for part in names:
             name = f"a{i}_{part}"
             fill: object = False if part == "found" else 0
@@ -174,10 +178,61 @@ def combine_dense(panes: pa.Table, p_first: int, k_lo: int, n_windows: int, slid
         WINDOW: pa.array((cells[0] + k_lo).astype(np.int64))}
     for key in keys:
         out[key] = distinct.column(key).take(pa.array(cells[1]))
+    windows = _Windows(lp, kid, (n_panes, n_keys), cells[0] * slide_panes, cells[1], width)
     for i, agg in enumerate(aggs):
+        if is_exact(agg):
+            out[agg.spec.alias] = _exact_column(agg, i, panes, windows)
+            continue
         folded = _fold(grids, present, agg, i, n_windows, slide_panes, width)
         out[agg.spec.alias] = _result_column(agg, i, folded, cells, panes)
     return pa.table(out)
+
+
+class _Windows:
+    """Partial rows at ``(lp, kid)`` of a ``[pane, key]`` grid, and the output cells' windows.
+
+    Output cell ``c`` is key ``key[c]`` over panes ``start[c] .. start[c] + width - 1``. The
+    flat grid positions are computed once and the grid buffer is reused for every limb.
+    """
+
+    def __init__(self, lp: np.ndarray, kid: np.ndarray, shape: tuple[int, int],
+                 start: np.ndarray, key: np.ndarray, width: int) -> None:
+        n_keys = shape[1]
+        self.rows = (lp + 1) * n_keys + kid  # row 0 of the grid: the empty prefix
+        self.first = start * n_keys + key
+        self.last = (start + width) * n_keys + key
+        self.shape = (shape[0] + 1, n_keys)
+        self._grid: np.ndarray | None = None
+
+    def total(self, per_row: np.ndarray) -> np.ndarray:
+        """Sum of an int64 value per partial row over each output cell's window.
+
+        One cumulative sum over the panes; a window is the difference of two prefixes (exact:
+        int64 wrapping cancels in the difference).
+        """
+        if self._grid is None:
+            self._grid = np.zeros(self.shape, np.int64)
+        else:
+            self._grid.fill(0)
+        flat = self._grid.reshape(-1)
+        flat[self.rows] = per_row
+        np.cumsum(self._grid, axis=0, out=self._grid)
+        out: np.ndarray = flat[self.last] - flat[self.first]
+        return out
+
+
+def _exact_column(agg: BoundAggregate, i: int, panes: pa.Table, windows: _Windows) -> pa.Array:
+    """A floating ``sum``/``avg`` per output cell: its panes' exact partials, rounded once."""
+    partial = panes.column(f"a{i}_sum")
+    total = exact_partials.from_arrow(partial).summed(windows.total).to_double()
+    if agg.spec.func == "sum":
+        if not partial.null_count:  # every output cell has a partial of its own
+            return pa.array(total)
+        seen = windows.total(partial.is_valid().to_numpy(zero_copy_only=False).astype(np.int64))
+        return pa.array(total, mask=seen == 0)
+    n = windows.total(panes.column(f"a{i}_n").fill_null(0).to_numpy(zero_copy_only=False))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return pa.array(total / n, mask=n == 0)
 
 
 def _result_column(agg: BoundAggregate, i: int, folded: dict[str, np.ndarray],

@@ -3,10 +3,11 @@
 Same contract and results as :func:`.panes.pane_partials` (the Arrow hash-aggregation path): one
 partial row per ``(pane, key)``, sorted by pane. Tuples of a chunk are mapped to a cell
 ``pane * n_keys + key_rank`` of a dense grid and folded with NumPy primitives that visit them in
-input order: ``np.bincount`` (float sums: sequential from 0.0, exactly as Arrow's grouped sum),
-``np.add.at`` (exact int64 sums), ``np.minimum.at`` / ``np.maximum.at`` (min, max, and the first
-or last *position*, which selects the value of ``first``/``last``). This avoids a hash table per
-tuple when the grid is small relative to the number of tuples (many tuples per key and pane).
+input order: ``np.bincount`` (counts), ``np.add.at`` (exact int64 sums), exact partials of
+floating sums (:func:`~spark_stream_sched.runtime.exact_partials.partials`), ``np.minimum.at`` /
+``np.maximum.at`` (min, max, and the first or last *position*, which selects the value of
+``first``/``last``). This avoids a hash table per tuple when the grid is small relative to the
+number of tuples (many tuples per key and pane).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_stream_sched.runtime import exact_partials
 from spark_stream_sched.runtime.aggregates import BoundAggregate
 from spark_stream_sched.runtime.window.dense_combine import MAX_CELLS, numeric, sorted_key_ids
 from spark_stream_sched.runtime.window.panes import PANE
@@ -56,16 +58,17 @@ def _extreme_position(cell: np.ndarray, size: int, mask: np.ndarray | None,
     return out
 
 
-def _sum(column: pa.ChunkedArray, cell: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+def _sum(column: pa.ChunkedArray, cell: np.ndarray, size: int,
+         cells: np.ndarray, counts: np.ndarray) -> pa.Array:
+    """Partial sums of the non-empty ``cells``: exact partials of floats, int64 of integers."""
+    if not pa.types.is_integer(column.type):  # groups: the non-empty cells only
+        compact = (np.cumsum(counts > 0) - 1)[cell]
+        return exact_partials.partials(column, compact, len(cells))
     ok = _valid(column)
-    if pa.types.is_integer(column.type):
-        values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        total = np.zeros(size, np.int64)
-        np.add.at(total, cell[ok], values[ok])
-    else:
-        values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
-        total = np.bincount(cell[ok], weights=values[ok], minlength=size)
-    return total, np.bincount(cell[ok], minlength=size) > 0
+    values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    total = np.zeros(size, np.int64)
+    np.add.at(total, cell[ok], values[ok])
+    return pa.array(total[cells], mask=~(np.bincount(cell[ok], minlength=size) > 0)[cells])
 
 
 def _extreme_value(column: pa.ChunkedArray, cell: np.ndarray, size: int,
@@ -119,8 +122,7 @@ def _partial(agg: BoundAggregate, i: int, rows: pa.Table, cell: np.ndarray, size
         return {f"a{i}_n": pa.array(n[cells].astype(np.int64))}
     if func in ("sum", "avg"):
         assert column is not None
-        total, seen = _sum(column, cell, size)
-        out = {f"a{i}_sum": pa.array(total[cells], mask=~seen[cells])}
+        out = {f"a{i}_sum": _sum(column, cell, size, cells, counts)}
         if func == "avg":
             out[f"a{i}_n"] = pa.array(np.bincount(cell[_valid(column)], minlength=size)[cells])
         return out

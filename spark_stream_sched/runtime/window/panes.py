@@ -3,13 +3,16 @@
 Stage 1 (:func:`pane_partials`) folds the tuples of complete panes into one partial row per
 ``(pane, key)``; stage 2 (:func:`combine_windows`) expands each partial row to the windows that
 contain its pane and folds the partials of each ``(window, key)``. Both stages use Arrow's hash
-aggregation with ``use_threads=False``, which folds each group sequentially in input order, so
-results depend only on the tuples (never on batch boundaries). Order-sensitive aggregates use the
-*position trick*: the min/max row position (optionally masked by a predicate) selects the row
-whose value is taken, so ``first`` of a null value is still that null (Spark's ``first``).
+aggregation with ``use_threads=False``, so results depend only on the tuples (never on batch
+boundaries). Order-sensitive aggregates use the *position trick*: the min/max row position
+(optionally masked by a predicate) selects the row whose value is taken, so ``first`` of a null
+value is still that null (Spark's ``first``). Floating sums are exact partials
+(:mod:`~spark_stream_sched.runtime.exact_partials`), merged and rounded once per window, so a
+window's sum is exactly rounded whatever its panes were; each group's rows are found with
+Arrow's ``list`` aggregation of row positions.
 
-Partial columns per aggregate ``i``: ``a{i}_n`` counts, ``a{i}_sum`` sums, ``a{i}_v`` values and
-``a{i}_found`` flags (for ``*_where``).
+Partial columns per aggregate ``i``: ``a{i}_n`` counts, ``a{i}_sum`` sums (int64, or an exact
+partial for a floating column), ``a{i}_v`` values and ``a{i}_found`` flags (for ``*_where``).
 """
 
 from __future__ import annotations
@@ -18,18 +21,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_stream_sched.runtime import exact_partials as exact
 from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE
 
 PANE = "__pane"
 WINDOW = "__k"
 _POS = "__pos"
+_SRC = "__src"
 _SKIP = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
 _COUNT0 = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
 
 
-def _sum_input(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    wide = pa.int64() if pa.types.is_integer(column.type) else pa.float64()
-    return column.cast(wide)
+def _group_of_rows(grouped: pa.Table, rows: int) -> np.ndarray:
+    """Group number (row of ``grouped``) of every input row, from the ``list`` of positions."""
+    lists = grouped.column(f"{_POS}_list").combine_chunks()
+    group = np.empty(rows, np.int64)
+    group[lists.flatten().to_numpy()] = np.repeat(np.arange(len(lists)),
+                                                  lists.value_lengths().to_numpy())
+    return group
 
 
 def _masked_positions(positions: pa.Array, mask: np.ndarray) -> pa.Array:
@@ -49,8 +59,11 @@ def _stage1_requests(
         if func == "count":
             requests[(_POS if spec.column == "*" else str(spec.column), "count")] = None
         elif func in ("sum", "avg"):
-            rows = rows.append_column(f"__s{i}", _sum_input(rows.column(spec.column)))
-            requests[(f"__s{i}", "sum")] = _SKIP
+            if exact.is_exact(agg):
+                requests[(_POS, "list")] = None
+            else:
+                rows = rows.append_column(f"__s{i}", rows.column(spec.column).cast(pa.int64()))
+                requests[(f"__s{i}", "sum")] = _SKIP
             if func == "avg":
                 requests[(str(spec.column), "count")] = None
         elif func in ("min", "max"):
@@ -81,6 +94,7 @@ def pane_partials(
     rows = rows.append_column(PANE, pa.array(pane))
     rows, requests = _stage1_requests(aggs, rows)
     grouped = rows.group_by([PANE, *keys], use_threads=False).aggregate(requests)
+    group = _group_of_rows(grouped, rows.num_rows) if any(map(exact.is_exact, aggs)) else None
     out = {PANE: grouped.column(PANE)}
     out.update({key: grouped.column(key) for key in keys})
     for i, agg in enumerate(aggs):
@@ -88,7 +102,9 @@ def pane_partials(
         if func == "count":
             out[f"a{i}_n"] = grouped.column(f"{_POS if spec.column == '*' else spec.column}_count")
         elif func in ("sum", "avg"):
-            out[f"a{i}_sum"] = grouped.column(f"__s{i}_sum")
+            out[f"a{i}_sum"] = (exact.partials(rows.column(spec.column), group, grouped.num_rows)
+                                if group is not None and exact.is_exact(agg) else
+                                grouped.column(f"__s{i}_sum"))
             if func == "avg":
                 out[f"a{i}_n"] = grouped.column(f"{spec.column}_count")
         elif func in ("min", "max"):
@@ -109,26 +125,52 @@ def pane_partials(
 
 
 def expand_to_windows(panes: pa.Table, k_first: np.ndarray, k_last: np.ndarray) -> pa.Table:
-    """Repeat each partial row once per window ``k`` in ``[k_first, k_last]`` (row-wise)."""
+    """Repeat each partial row once per window ``k`` in ``[k_first, k_last]`` (row-wise).
+
+    Exact partials are not repeated: column ``__src`` gives each row's partial row in ``panes``
+    (pass ``panes`` to :func:`combine_windows`).
+    """
     counts = np.maximum(k_last - k_first + 1, 0)
     index = np.repeat(np.arange(panes.num_rows), counts)
     offsets = np.arange(index.size) - np.repeat(np.cumsum(counts) - counts, counts)
     k = np.repeat(k_first, counts) + offsets
-    expanded = panes.take(pa.array(index))
-    return expanded.append_column(WINDOW, pa.array(k.astype(np.int64)))
+    plain = [name for name in panes.column_names if panes.schema.field(name).type != PARTIAL_TYPE]
+    expanded = panes.select(plain).take(pa.array(index))
+    return expanded.append_column(WINDOW, pa.array(k.astype(np.int64))).append_column(
+        _SRC, pa.array(index))
 
 
-def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate]) -> pa.Table:
-    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order."""
-    positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
-    table = expanded.append_column(_POS, positions)
+def _window_sum(grouped: pa.Table, table: pa.Table, group: np.ndarray | None,
+                agg: BoundAggregate, i: int,
+                partials: pa.Table | None) -> pa.Array | pa.ChunkedArray:
+    """The ``sum`` or ``avg`` of each group: exact partials merged and rounded once, or int64."""
+    if group is not None and exact.is_exact(agg):
+        rows = table.column(_SRC).to_numpy() if partials is not None else None
+        column = (table if partials is None else partials).column(f"a{i}_sum")
+        total, seen = exact.totals(column, group, grouped.num_rows, rows)
+        total_col: pa.Array | pa.ChunkedArray = pa.array(total, mask=~seen)
+    else:
+        total_col = grouped.column(f"a{i}_sum_sum")
+    if agg.spec.func == "sum":
+        return total_col.cast(agg.output_type)
+    n = grouped.column(f"a{i}_n_sum")
+    return pc.if_else(pc.equal(n, 0), pa.scalar(None, pa.float64()),
+                      pc.divide(total_col.cast(pa.float64()), n.cast(pa.float64())))
+
+
+def _stage2_requests(
+    aggs: list[BoundAggregate], table: pa.Table
+) -> tuple[pa.Table, list[tuple[str, str, pc.FunctionOptions | None]]]:
+    """Add helper columns to ``table`` and list the Arrow aggregations stage 2 needs."""
+    positions = table.column(_POS).combine_chunks()
     requests: list[tuple[str, str, pc.FunctionOptions | None]] = []
     for i, agg in enumerate(aggs):
         func = agg.spec.func
         if func in ("count", "count_where"):
             requests.append((f"a{i}_n", "sum", _COUNT0))
         elif func in ("sum", "avg"):
-            requests.append((f"a{i}_sum", "sum", _SKIP))
+            if not exact.is_exact(agg):
+                requests.append((f"a{i}_sum", "sum", _SKIP))
             if func == "avg":
                 requests.append((f"a{i}_n", "sum", _COUNT0))
         elif func in ("min", "max"):
@@ -138,20 +180,30 @@ def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggrega
                     table.column(f"a{i}_found").to_numpy().astype(bool))
             table = table.append_column(f"__p{i}", _masked_positions(positions, mask))
             requests.append((f"__p{i}", "min" if func.startswith("first") else "max", _SKIP))
+    if any(map(exact.is_exact, aggs)):
+        requests.append((_POS, "list", None))
+    return table, requests
+
+
+def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggregate],
+                    partials: pa.Table | None = None) -> pa.Table:
+    """Stage 2: fold the partials of each ``(window, key)``; rows must be in pane order.
+
+    ``partials``: the table :func:`expand_to_windows` expanded (its exact partials), or None
+    when ``expanded`` holds its rows' partials itself (one window per partial row).
+    """
+    positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
+    table, requests = _stage2_requests(aggs, expanded.append_column(_POS, positions))
     grouped = table.group_by([WINDOW, *keys], use_threads=False).aggregate(requests)
+    group = _group_of_rows(grouped, table.num_rows) if any(map(exact.is_exact, aggs)) else None
     out = {WINDOW: grouped.column(WINDOW)}
     out.update({key: grouped.column(key) for key in keys})
     for i, agg in enumerate(aggs):
         func, alias = agg.spec.func, agg.spec.alias
         if func in ("count", "count_where"):
             out[alias] = grouped.column(f"a{i}_n_sum")
-        elif func == "sum":
-            out[alias] = grouped.column(f"a{i}_sum_sum").cast(agg.output_type)
-        elif func == "avg":
-            total = grouped.column(f"a{i}_sum_sum").cast(pa.float64())
-            n = grouped.column(f"a{i}_n_sum")
-            out[alias] = pc.if_else(pc.equal(n, 0), pa.scalar(None, pa.float64()),
-                                    pc.divide(total, n.cast(pa.float64())))
+        elif func in ("sum", "avg"):
+            out[alias] = _window_sum(grouped, table, group, agg, i, partials)
         elif func in ("min", "max"):
             out[alias] = grouped.column(f"a{i}_v_{func}")
         else:

@@ -23,6 +23,7 @@ from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, build_operator
 from spark_stream_sched.runtime.keyed.stage import parse_stage
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX
+from spark_stream_sched.runtime.state.snapshot import decode, encode
 from spark_stream_sched.testing.keyed_reference import (
     reference_dedup,
     reference_delta,
@@ -152,15 +153,14 @@ def test_running_equals_reference(rows, keys, aggregates, data) -> None:
     assert_same(run_once(make, rows), expected)
 
 
-def test_running_float_sum_is_a_left_fold() -> None:
-    rows = table([{"k": "a", "v": v} for v in (1e16, 1.0, 1.0, -1e16, 0.1, 0.2)])
+def test_running_float_sum_is_exactly_rounded() -> None:
+    values = (1e16, 1.0, 1.0, -1e16, 0.1, 0.2)
+    rows = table([{"k": "a", "v": v} for v in values])
     out = build("running(sum(v)) as total", ["k"]).update(rows, None)
-    running_total, expected = 0.0, []
-    for v in (1e16, 1.0, 1.0, -1e16, 0.1, 0.2):
-        running_total = running_total + v
-        expected.append(running_total.hex())
-    assert [x.hex() for x in out.column("total").to_pylist()] == expected
-    assert out.column("total").to_pylist()[3] == 0.0  # 1e16 + 1 + 1 - 1e16 in float64
+    got = out.column("total").to_pylist()
+    assert [x.hex() for x in got] == [math.fsum(values[:j + 1]).hex() for j in range(6)]
+    # A left fold would give 1e16, 1e16, 1e16, 0.0, 0.1, 0.30000000000000004.
+    assert got == [1e16, 1e16, 1.0000000000000002e16, 2.0, 2.1, 2.3]
 
 
 def test_running_min_max_order_nan_above_numbers_and_skip_nulls() -> None:
@@ -293,6 +293,19 @@ def test_corrupt_or_foreign_snapshot_is_a_state_error(stage) -> None:
     other = build("delta(i)" if stage.startswith("running") else "running(count(*))", ["k"])
     with pytest.raises(StateError, match="holds"):
         type(op).restore(other.snapshot())
+
+
+def test_a_running_float_sum_kept_as_float64_is_refused_with_what_to_do() -> None:
+    """Snapshots written before exact sums kept ``s0`` as float64: no later row can be added to
+    that exactly, so the restore names the layout and the way out."""
+    op = build("running(sum(v))", ["k"])
+    op.update(table([{"k": "a", "v": 0.1}]), None)
+    meta, tables = decode(op.snapshot(), "keyed.running")
+    state = tables["running"]
+    tables["running"] = state.set_column(state.schema.get_field_index("s0"), "s0",
+                                         pa.array([0.1], pa.float64()))
+    with pytest.raises(StateError, match="another layout.*new checkpoint location"):
+        type(op).restore(encode("keyed.running", meta, tables))
 
 
 def test_empty_update_keeps_state_and_schema() -> None:

@@ -1,19 +1,25 @@
 """The ``ordered-agg`` source's books on the driver: input manifests, admission, housekeeping.
 
 One :class:`SourceDriver` lives in Spark's long-lived driver-side source runner for the whole
-query. On its first call it takes ``<stateLocation>/_lock`` (one query per location) and loads
-each input's durable manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
+query. On its first call it takes ``<stateLocation>/_lock`` (one query per location), removes
+what an earlier run left behind (temporary files of interrupted writes, per-task rows of batches
+it planned: every batch is planned again before it runs) and loads each input's durable
+manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
 
-* :meth:`next_offset` -- ``latestOffset``: newly listed files enter the manifests (late files by
-  option ``lateFiles``), admitted files must not have changed, each cursor advances by its
-  share of the budget (:func:`~.admission.admit`), idle inputs are marked in the offset
-  (:func:`~.plan.mark_idle`);
+* :meth:`next_offset` -- ``latestOffset``: the per-task rows of the batch that ended at the
+  start offset go (it ran: Spark plans a batch only after the previous one), newly listed files
+  enter the manifests (late files by option ``lateFiles``), admitted files must not have
+  changed, each cursor advances by its share of the budget (:func:`~.admission.admit`), idle
+  inputs are marked in the offset (:func:`~.plan.mark_idle`);
 * :meth:`batch_files` -- ``partitions``: the manifests' files between two offsets (never a fresh
   listing, so a replayed batch reads exactly what it planned);
 * :meth:`freeze` -- ``Trigger.AvailableNow``: the query stops at the files present now;
 * :meth:`committed` -- ``commit``: prune state versions, per-task rows, assignment records and
+  metrics files (option ``keepMetrics``), fold the consumed prefix of the input manifests, and
   merge the batch's metrics;
-* :meth:`close` -- ``stop``: drop the planned rows and release the lock.
+* :meth:`close` -- ``stop``: drop the planned rows and release the lock. Spark 4.3 ends the
+  source runner's process without calling ``stop()`` when a query stops (the kernel then drops
+  the lock), so nothing may depend on it.
 
 Pure Python (no pyspark): the reader in :mod:`spark_stream_sched.spark.source` translates
 Spark's calls and read limits into these.
@@ -31,7 +37,7 @@ from spark_stream_sched.inputs.admission import admit
 from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
 from spark_stream_sched.inputs.listing import list_files
 from spark_stream_sched.inputs.manifest import FileManifest
-from spark_stream_sched.inputs.offsets import Offset
+from spark_stream_sched.inputs.offsets import Offset, version_id
 from spark_stream_sched.inputs.plan import (
     SourcePlan,
     empty_input_message,
@@ -43,6 +49,8 @@ from spark_stream_sched.runtime.distribution import assignments
 from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.state.sweep import sweep_temporaries
+from spark_stream_sched.runtime.state.usage import location_figures, rss_figure
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +74,12 @@ class SourceDriver:
 
     @property
     def manifests(self) -> list[FileManifest]:
-        """The input manifests (the first use takes the state location's lock)."""
+        """The input manifests (the first use takes the state location's lock and sweeps it)."""
         if self._manifests is None:
             self.lock.acquire()
             c = self.plan.config
+            sweep_temporaries(c.state_location)
+            split.prune(c.state_location, None)
             self._manifests = [FileManifest(c.state_location, j, path)
                                for j, path in enumerate(c.inputs)]
         return self._manifests
@@ -117,6 +127,8 @@ class SourceDriver:
     def next_offset(self, offset: Offset, budget: int | None) -> Offset:
         """The offset after the next batch: at most ``budget`` rows (None: all listed)."""
         c = self.plan.config
+        if offset != Offset.initial(c.n_inputs):  # the batch that ended there has run
+            split.prune(c.state_location, version_id(offset))
         # Durable before the offset that refers to the files is returned (and logged by Spark).
         self.sync(c.late_files, admit_new=self.frozen is None)
         self.report_empty()
@@ -145,17 +157,21 @@ class SourceDriver:
             manifest.check_unchanged(batch_files)
         return files, sum(m.skipped_count for m in self.manifests)
 
-    def committed(self, version: str) -> None:
-        """Housekeeping after the batch ending at ``version`` committed (module docstring)."""
-        location = self.plan.config.state_location
-        self.manifests  # noqa: B018 - holds the lock
+    def committed(self, end: Offset) -> None:
+        """Housekeeping after Spark committed the offset ``end`` (module docstring)."""
+        c = self.plan.config
+        location, version = c.state_location, version_id(end)
+        for manifest, cursor in zip(self.manifests, end.cursors, strict=True):
+            if cursor.file is not None:  # no batch starts before the file the cursor is in
+                manifest.compact(cursor.file)
         deleted = FileStateStore(location, cache=None).prune(version, KEEP_OLDER_VERSIONS)
         split.prune(location, version)
-        assignments.prune(location, version)
+        assignments.prune(location, version, c.keep_metrics)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
         try:
-            merged = batch_metrics.merge_batch(location, version)
-            batch_metrics.prune(location, version)
+            usage = {**location_figures(location), **rss_figure("driver_rss_bytes")}
+            merged = batch_metrics.merge_batch(location, version, driver=usage)
+            batch_metrics.prune(location, version, c.keep_metrics)
         except (OSError, ValueError) as exc:
             log.warning("cannot merge the metrics of version %s under %s: %s; the query goes "
                         "on, the report lacks this batch", version,

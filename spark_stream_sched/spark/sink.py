@@ -61,6 +61,8 @@ partitionGroups        16            partition groups (the unit of state and of 
 endOfInputColumn       (none)        boolean column; a row with ``true`` declares its input
                                      finished (the row itself is not data)
 keepVersions           10            state versions kept (older ones are pruned on commit)
+keepMetrics            1000          commit markers kept (each holds its batch's figures; at
+                                     least ``keepVersions``); older ones are deleted on commit
 idleTimeout            (none)        an input with no row for this long (e.g. ``30 seconds``,
                                      the driver's wall clock) stops holding the ready bound
                                      back from the next batch on, as in the source

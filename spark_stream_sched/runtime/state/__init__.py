@@ -11,6 +11,7 @@
 ``atomic.py``                 atomic write (temp + fsync + rename + directory fsync), exclusive
                               create, durable append, reads that name the missing file
 ``lock.py``                   :class:`~.lock.LocationLock`, one running query per state location
+``sweep.py``                  removes the temporary files of interrupted writes, under the lock
 ``snapshot.py``               checksummed, versioned snapshots of runtime state (never pickle)
 ``records.py``                checksummed JSON records (manifests, markers, owner records)
 ``definition.py``             the query definition recorded at first start (``_query.json``)

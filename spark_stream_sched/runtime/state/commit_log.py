@@ -4,7 +4,8 @@ Under ``stateLocation`` (the whole layout: :mod:`~spark_stream_sched.runtime.eng
 
     _sink.json                      owner: checkpoint, Spark query id, output path, fingerprint
     commits/batch-<id>.json         commit marker of batch <id> (written last, atomically); names
-                                    the state version the batch committed
+                                    the state version the batch committed; the newest
+                                    ``keepMetrics`` (at least ``keepVersions``) are kept
     commits/final.json              marker of finish_sink(): every input finished
 
 The owner record is created once, exclusively
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -36,6 +38,7 @@ OWNER_FORMAT = "ordered-agg-sink-owner"
 FINAL = "final"
 #: Owner fields that identify one query; all must match on every commit.
 IDENTITY_FIELDS = ("checkpoint_location", "query_id", "output_path")
+_MARKER = re.compile(r"^batch-(\d{12})\.json$")
 _DAMAGED = ("the sink's commit log is damaged — restore the file from a backup, or start the "
             "query with a new checkpointLocation, stateLocation and output path")
 
@@ -71,6 +74,32 @@ def read_markers(location: str) -> list[dict[str, Any]]:
 def write_marker(location: str, name: str, record: dict[str, Any]) -> None:
     """Write a commit marker atomically (the commit point of its batch)."""
     atomic_write(str(commit_path(location, name)), seal(record))
+
+
+def marker_ids(location: str) -> list[int]:
+    """Batch ids that have a commit marker, ascending (``final`` not included).
+
+    Read from the names alone, so a commit reads only the markers it needs.
+    """
+    try:
+        names = os.listdir(Path(location) / "commits")
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_MARKER.match, names) if m)
+
+
+def prune_markers(location: str, keep: int) -> int:
+    """Delete the commit markers of all but the newest ``keep`` batches; return how many.
+
+    A replay needs only the newest marker (Spark re-runs at most the batch after its last
+    committed one, whose marker this sink may have written), and the next batch the one before
+    it; older markers are history (each holds its batch's figures).
+    """
+    ids = marker_ids(location)
+    doomed = ids[: max(0, len(ids) - max(1, keep))]
+    for batch_id in doomed:
+        commit_path(location, batch_name(batch_id)).unlink(missing_ok=True)
+    return len(doomed)
 
 
 # -- owner record ------------------------------------------------------------------------------

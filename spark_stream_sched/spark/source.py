@@ -126,9 +126,13 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     @reported
     def initialOffset(self) -> dict[str, Any]:
-        """Offset before the first row of every input."""
-        self.driver.manifests  # noqa: B018 - the lock and the manifests, from the first call on
-        return Offset.initial(self._plan.config.n_inputs).to_json()
+        """Offset before the first row of every input, carrying a new owner token.
+
+        Spark asks for it only with a fresh checkpoint; a state location that already planned
+        a batch for another checkpoint is refused here, naming both queries
+        (:mod:`~spark_stream_sched.runtime.state.owner`).
+        """
+        return self.driver.fresh_offset().to_json()
 
     @reported
     def getDefaultReadLimit(self) -> ReadLimit:

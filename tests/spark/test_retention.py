@@ -105,8 +105,8 @@ def test_source_location_stops_growing(tmp_path: Path, monkeypatch: pytest.Monke
     assert max(f for f, _ in last) <= max(f for f, _ in first), (first, last)
     assert max(b for _, b in last) <= 1.1 * max(b for _, b in first), (first, last)
     names = {p.relative_to(tmp_path / "state").parts[0] for p in (tmp_path / "state").rglob("*")}
-    assert names == {"_lock", "_query.json", "inputs", "versions", "metrics", "assignments",
-                     "batches"}
+    assert names == {"_lock", "_query.json", "_source.json", "inputs", "versions", "metrics",
+                     "assignments", "batches"}
 
 
 def run_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: int

@@ -57,7 +57,6 @@ from spark_stream_sched.runtime.state.commit_log import (
     claim,
     commit_path,
     marker_ids,
-    owner_record,
     prune_markers,
     read_marker,
     read_markers,
@@ -65,6 +64,7 @@ from spark_stream_sched.runtime.state.commit_log import (
 )
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.state.owner import sink_owner
 from spark_stream_sched.runtime.state.sweep import sweep_temporaries
 from spark_stream_sched.runtime.state.usage import location_figures, rss_figure
 from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
@@ -137,8 +137,8 @@ class SinkCommitter:
         self._usage: dict[str, int] = {}  # the location's files and bytes at the commit's start
 
     def _owner(self) -> dict[str, Any]:
-        return owner_record(self.config.checkpoint_location, self.config.path,
-                            self.config.fingerprint())
+        return sink_owner(self.config.checkpoint_location, self.config.path,
+                          self.config.fingerprint())
 
     def claim(self) -> None:
         """Claim a fresh state location for this query, or check that it owns it.

@@ -15,7 +15,8 @@
 ``snapshot.py``               checksummed, versioned snapshots of runtime state (never pickle)
 ``records.py``                checksummed JSON records (manifests, markers, owner records)
 ``definition.py``             the query definition recorded at first start (``_query.json``)
-``commit_log.py``             the sink's commit markers and owner record
+``commit_log.py``             the sink's commit markers
+``owner.py``                  owner records: one query per state location, source and sink
 ``batch_metrics.py``          the source's per-batch metrics files (parts per task, merged)
 ============================  =================================================================
 

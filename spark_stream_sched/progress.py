@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from spark_stream_sched.inputs.offsets import FORMAT, parse_offset, version_id
 from spark_stream_sched.runtime.state import batch_metrics, commit_log
+from spark_stream_sched.runtime.state.owner import SINK, read_owner
 
 #: Commit-marker fields that are the sink's bookkeeping, not progress (schema, file names, ...).
 _SINK_INTERNAL = ("checksum", "fingerprint", "format_version", "groups", "last_rows_at", "schema",
@@ -129,10 +129,8 @@ def spark_figures(progress: Any) -> dict[str, Any]:
 
 def _sink_query_id(state_location: str) -> str | None:
     """The Spark query id the sink recorded as the owner of ``state_location`` (None: none)."""
-    path = Path(state_location) / commit_log.OWNER_FILE
-    if not path.exists():
-        return None
-    value = commit_log.read_owner(path).get("query_id")
+    owner = read_owner(state_location, SINK)
+    value = None if owner is None else owner.get("query_id")
     return value if isinstance(value, str) else None
 
 

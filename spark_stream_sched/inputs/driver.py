@@ -1,19 +1,29 @@
 """The ``ordered-agg`` source's books on the driver: input manifests, admission, housekeeping.
 
 One :class:`SourceDriver` lives in Spark's long-lived driver-side source runner for the whole
-query. On its first call it takes ``<stateLocation>/_lock`` (one query per location) and loads
-each input's durable manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
+query. On its first call it takes ``<stateLocation>/_lock`` (one query per location), removes
+what an earlier run left behind (temporary files of interrupted writes, per-task rows of batches
+it planned: every batch is planned again before it runs) and loads each input's durable
+manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
 
-* :meth:`next_offset` -- ``latestOffset``: newly listed files enter the manifests (late files by
-  option ``lateFiles``), admitted files must not have changed, each cursor advances by its
-  share of the budget (:func:`~.admission.admit`), idle inputs are marked in the offset
-  (:func:`~.plan.mark_idle`);
+* :meth:`fresh_offset` / :meth:`check_owner` -- the owner record
+  (:mod:`~spark_stream_sched.runtime.state.owner`): the initial offset of a fresh checkpoint
+  carries a new owner token, and every offset Spark hands back must carry the location's token
+  (another query's is refused, before anything is planned or written);
+* :meth:`next_offset` -- ``latestOffset``: the per-task rows of the batch that ended at the
+  start offset go (it ran: Spark plans a batch only after the previous one), newly listed files
+  enter the manifests (late files by option ``lateFiles``), admitted files must not have
+  changed, each cursor advances by its share of the budget (:func:`~.admission.admit`), idle
+  inputs are marked in the offset (:func:`~.plan.mark_idle`);
 * :meth:`batch_files` -- ``partitions``: the manifests' files between two offsets (never a fresh
   listing, so a replayed batch reads exactly what it planned);
 * :meth:`freeze` -- ``Trigger.AvailableNow``: the query stops at the files present now;
 * :meth:`committed` -- ``commit``: prune state versions, per-task rows, assignment records and
+  metrics files (option ``keepMetrics``), fold the consumed prefix of the input manifests, and
   merge the batch's metrics;
-* :meth:`close` -- ``stop``: drop the planned rows and release the lock.
+* :meth:`close` -- ``stop``: drop the planned rows and release the lock. Spark 4.3 ends the
+  source runner's process without calling ``stop()`` when a query stops (the kernel then drops
+  the lock), so nothing may depend on it.
 
 Pure Python (no pyspark): the reader in :mod:`spark_stream_sched.spark.source` translates
 Spark's calls and read limits into these.
@@ -31,7 +41,7 @@ from spark_stream_sched.inputs.admission import admit
 from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
 from spark_stream_sched.inputs.listing import list_files
 from spark_stream_sched.inputs.manifest import FileManifest
-from spark_stream_sched.inputs.offsets import Offset
+from spark_stream_sched.inputs.offsets import Offset, version_id
 from spark_stream_sched.inputs.plan import (
     SourcePlan,
     empty_input_message,
@@ -40,9 +50,11 @@ from spark_stream_sched.inputs.plan import (
     mark_idle,
 )
 from spark_stream_sched.runtime.distribution import assignments
-from spark_stream_sched.runtime.state import batch_metrics
+from spark_stream_sched.runtime.state import batch_metrics, owner
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.state.sweep import sweep_temporaries
+from spark_stream_sched.runtime.state.usage import location_figures, rss_figure
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +75,41 @@ class SourceDriver:
         self._quiet_since: dict[int, float] = {}  # input -> clock when its last row was seen
         self._empty_reported = False  # inputs without files are reported once per process
         self._ts_cache = EventTimeCache()  # timestamps peeked by admission, kept across batches
+        self._token: str | None = None  # the location's owner token, once checked
 
     @property
     def manifests(self) -> list[FileManifest]:
-        """The input manifests (the first use takes the state location's lock)."""
+        """The input manifests (the first use takes the state location's lock and sweeps it)."""
         if self._manifests is None:
             self.lock.acquire()
             c = self.plan.config
+            sweep_temporaries(c.state_location)
+            split.prune(c.state_location, None)
             self._manifests = [FileManifest(c.state_location, j, path)
                                for j, path in enumerate(c.inputs)]
         return self._manifests
+
+    def fresh_offset(self) -> Offset:
+        """``initialOffset``: the start of a fresh checkpoint, carrying a new owner token.
+
+        Spark asks for it (twice, measured on pyspark 4.3) only when the checkpoint holds no
+        offset of this source; a restart is handed its logged offsets instead. The token is
+        drawn once per driver process.
+        """
+        self.manifests  # noqa: B018 - the lock first
+        if self._token is None:
+            self._token = owner.claim_fresh(self.plan.config.state_location)
+        return Offset.initial(self.plan.config.n_inputs, self._token)
+
+    def check_owner(self, offset: Offset, planned: bool = False) -> None:
+        """Refuse an offset Spark handed back unless it carries the location's owner token.
+
+        ``planned``: Spark logged it as the end of a batch it now runs (``partitions()``),
+        which confirms a fresh owner record (:func:`~spark_stream_sched.runtime.state.owner.\
+check_token`).
+        """
+        self.manifests  # noqa: B018 - the lock first
+        self._token = owner.check_token(self.plan.config.state_location, offset.owner, planned)
 
     def sync(self, late_files: str, admit_new: bool) -> None:
         """Append newly listed files to the manifests; handle late files by ``late_files``."""
@@ -117,6 +154,9 @@ class SourceDriver:
     def next_offset(self, offset: Offset, budget: int | None) -> Offset:
         """The offset after the next batch: at most ``budget`` rows (None: all listed)."""
         c = self.plan.config
+        self.check_owner(offset)
+        if offset != Offset.initial(c.n_inputs):  # the batch that ended there has run
+            split.prune(c.state_location, version_id(offset))
         # Durable before the offset that refers to the files is returned (and logged by Spark).
         self.sync(c.late_files, admit_new=self.frozen is None)
         self.report_empty()
@@ -132,10 +172,11 @@ class SourceDriver:
                                 c.idle_timeout_ms)
         for j, stream in enumerate(self.plan.streams):
             warn_ignored_files(stream, files[j], cursors[j])
-        return Offset(cursors)
+        return Offset(cursors, self._token)
 
     def batch_files(self, first: Offset, last: Offset) -> tuple[tuple[tuple[str, ...], ...], int]:
         """Each input's files between the offsets, and the late files skipped so far."""
+        self.check_owner(last, planned=True)
         for manifest, cursor in zip(self.manifests, last.cursors, strict=True):
             if cursor.file is not None and not manifest.entries:  # state from before manifests
                 manifest.sync(list_files(manifest.input_path), "defer")
@@ -145,17 +186,22 @@ class SourceDriver:
             manifest.check_unchanged(batch_files)
         return files, sum(m.skipped_count for m in self.manifests)
 
-    def committed(self, version: str) -> None:
-        """Housekeeping after the batch ending at ``version`` committed (module docstring)."""
-        location = self.plan.config.state_location
-        self.manifests  # noqa: B018 - holds the lock
+    def committed(self, end: Offset) -> None:
+        """Housekeeping after Spark committed the offset ``end`` (module docstring)."""
+        c = self.plan.config
+        self.check_owner(end)
+        location, version = c.state_location, version_id(end)
+        for manifest, cursor in zip(self.manifests, end.cursors, strict=True):
+            if cursor.file is not None:  # no batch starts before the file the cursor is in
+                manifest.compact(cursor.file)
         deleted = FileStateStore(location, cache=None).prune(version, KEEP_OLDER_VERSIONS)
         split.prune(location, version)
-        assignments.prune(location, version)
+        assignments.prune(location, version, c.keep_metrics)
         log.debug("commit %s: pruned %d old state versions", version, deleted)
         try:
-            merged = batch_metrics.merge_batch(location, version)
-            batch_metrics.prune(location, version)
+            usage = {**location_figures(location), **rss_figure("driver_rss_bytes")}
+            merged = batch_metrics.merge_batch(location, version, driver=usage)
+            batch_metrics.prune(location, version, c.keep_metrics)
         except (OSError, ValueError) as exc:
             log.warning("cannot merge the metrics of version %s under %s: %s; the query goes "
                         "on, the report lacks this batch", version,

@@ -25,6 +25,25 @@ Contract (called on the driver, by the one process that holds the state location
   returned) is dropped and cut off; any other unreadable line is a
   :class:`~spark_stream_sched.errors.StateError` naming the file and the line number.
 
+**Compaction.** Appending alone would grow the log by one line per file for the life of the
+query. Once Spark has committed an offset, no batch can start before the files its cursors are
+in, so the entries ahead of a cursor's file are the *consumed prefix*: their sizes are never
+checked again, only their names still matter (a listed file that is neither known nor newer
+than the last admitted one is late). :meth:`FileManifest.compact` folds that prefix into the
+log's first line, once it holds at least :data:`COMPACT_AT` entries::
+
+    {"compacted": 1200, "skipped": 3, "listed": ["/data/in0/part-1187.parquet", ...]}
+
+``compacted`` entries were folded (the next entry's index), ``skipped`` of them were late files
+(still counted in the metrics), and ``listed`` names the folded files that the input directory
+still held at the last listing: they stay known, so they are never taken for new or late files.
+A folded file that has left the directory is forgotten; if a file of that name appears again,
+it is a late file (it sorts before the last admitted one), as any other file in the stream's
+past. The log therefore holds the unconsumed files plus the consumed ones still in the
+directory: it is bounded when the input directory is (files deleted once consumed), whatever
+the age of the query. The rewrite is atomic (:func:`~spark_stream_sched.runtime.state.atomic.\
+atomic_write`), so a crash leaves the old log or the new one.
+
 Appends go through :func:`~spark_stream_sched.runtime.state.atomic.append_durably`. Pure
 Python: no pyspark.
 """
@@ -39,14 +58,17 @@ from typing import Any
 
 from spark_stream_sched.errors import InputError, StateError
 from spark_stream_sched.inputs.listing import file_identity
-from spark_stream_sched.runtime.state.atomic import append_durably
+from spark_stream_sched.runtime.state.atomic import append_durably, atomic_write
 from spark_stream_sched.runtime.state.records import seal, unseal
 
 log = logging.getLogger(__name__)
 
 MANIFEST_DIR = "inputs"
 LATE_FILE_POLICIES = ("fail", "skip")
+#: Consumed entries that make a compaction worth its rewrite (see the module docstring).
+COMPACT_AT = 64
 _KEYS = ("index", "file", "size", "mtime_ns", "skipped")
+_FOLDED_KEYS = ("compacted", "skipped", "listed")
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,30 @@ class ManifestEntry:
         return seal(record) + b"\n"
 
 
+@dataclass(frozen=True)
+class Folded:
+    """The consumed prefix of a manifest, folded into its first line (module docstring)."""
+
+    count: int = 0
+    skipped: int = 0
+    listed: tuple[str, ...] = ()
+
+    def to_line(self) -> bytes:
+        """The summary as the log's first line."""
+        record = {"compacted": self.count, "skipped": self.skipped, "listed": list(self.listed)}
+        return seal(record) + b"\n"
+
+    @classmethod
+    def parse(cls, raw: Any) -> Folded | None:
+        """The summary of a first line, or None when the line is not one."""
+        if not (isinstance(raw, dict) and set(raw) == set(_FOLDED_KEYS)):
+            return None
+        count, skipped, listed = raw["compacted"], raw["skipped"], raw["listed"]
+        ok = (isinstance(count, int) and isinstance(skipped, int) and 0 <= skipped <= count
+              and isinstance(listed, list) and all(isinstance(n, str) for n in listed))
+        return cls(count, skipped, tuple(listed)) if ok else None
+
+
 def manifest_path(location: str, input_id: int) -> str:
     """Path of input ``input_id``'s manifest under a state location."""
     return os.path.join(location, MANIFEST_DIR, f"input-{input_id:04d}.log")
@@ -79,7 +125,16 @@ def _entry(raw: Any, index: int) -> ManifestEntry | None:
 
 
 def read_manifest(path: str) -> tuple[list[ManifestEntry], int]:
-    """Entries of a manifest file and the byte length of its complete lines.
+    """Entries of a manifest file (after its folded prefix) and the length of its complete lines.
+
+    See :func:`read_log`, which also returns the folded prefix.
+    """
+    _, entries, good = read_log(path)
+    return entries, good
+
+
+def read_log(path: str) -> tuple[Folded, list[ManifestEntry], int]:
+    """A manifest's folded prefix, its entries and the byte length of its complete lines.
 
     A missing file is an empty manifest. The last line is *torn* when it lacks its newline (a
     crash mid-append); it is not returned, and the length tells the caller where to cut.
@@ -93,21 +148,29 @@ def read_manifest(path: str) -> tuple[list[ManifestEntry], int]:
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return [], 0
+        return Folded(), [], 0
     complete = data[: data.rfind(b"\n") + 1]
-    entries = []
-    for number, line in enumerate(complete.splitlines(), start=1):
-        try:
-            entry = _entry(unseal(line), number - 1)
-        except ValueError:
-            entry = None
+    lines = complete.splitlines()
+    folded = Folded.parse(_unsealed(lines[0])) if lines else None
+    start = 0 if folded is None else 1
+    folded = folded or Folded()
+    entries: list[ManifestEntry] = []
+    for number, line in enumerate(lines[start:], start=start + 1):
+        entry = _entry(_unsealed(line), folded.count + len(entries))
         if entry is None:
             raise StateError(
                 f"input manifest {path} line {number} is corrupt: {line[:200]!r}; the manifest "
                 f"records which files each batch reads — restore it from a backup, or start the "
                 f"query with a new checkpointLocation and stateLocation")
         entries.append(entry)
-    return entries, len(complete)
+    return folded, entries, len(complete)
+
+
+def _unsealed(line: bytes) -> Any:
+    try:
+        return unseal(line)
+    except ValueError:
+        return None
 
 
 def late_file_error(input_id: int, input_path: str, files: Sequence[str],
@@ -128,9 +191,10 @@ class FileManifest:
         self.path = manifest_path(location, input_id)
         self.input_id = input_id
         self.input_path = input_path
-        self.entries, good = read_manifest(self.path)
+        self.folded, self.entries, good = read_log(self.path)
         self._cut_torn_tail(good)
         self._known = {e.file: e for e in self.entries}
+        self._listed: frozenset[str] | None = None  # the last listing :meth:`sync` saw
 
     def _cut_torn_tail(self, good: int) -> None:
         if os.path.exists(self.path) and os.path.getsize(self.path) > good:
@@ -146,7 +210,7 @@ class FileManifest:
     @property
     def skipped_count(self) -> int:
         """Late files recorded as skipped (``lateFiles=skip``)."""
-        return sum(e.skipped for e in self.entries)
+        return self.folded.skipped + sum(e.skipped for e in self.entries)
 
     @property
     def last_file(self) -> str | None:
@@ -157,7 +221,8 @@ class FileManifest:
     def classify(self, listed: Sequence[str]) -> tuple[list[str], list[str]]:
         """Split listed files unknown to the manifest into (new, late), each in name order."""
         last = self.last_file
-        unknown = sorted(f for f in listed if f not in self._known)
+        folded = set(self.folded.listed)
+        unknown = sorted(f for f in listed if f not in self._known and f not in folded)
         if last is None:
             return unknown, []
         return [f for f in unknown if f > last], [f for f in unknown if f < last]
@@ -171,6 +236,7 @@ class FileManifest:
         skipped with ``"skip"``, and are only returned with ``"defer"`` (the caller reports
         them at its next planning step).
         """
+        self._listed = frozenset(listed)
         new, late = self.classify(listed)
         if late and late_files == "fail":
             raise late_file_error(self.input_id, self.input_path, late, str(self.last_file))
@@ -187,12 +253,37 @@ class FileManifest:
         """Append ``files`` (stat'ed now) and make them durable before returning."""
         if not files:
             return
-        start = len(self.entries)
+        start = self.folded.count + len(self.entries)
         added = [ManifestEntry(start + i, f, *_stat(f), skipped=skipped)
                  for i, f in enumerate(files)]
         append_durably(self.path, b"".join(e.to_line() for e in added))
         self.entries.extend(added)
         self._known.update((e.file, e) for e in added)
+
+    def compact(self, cursor_file: str, at_least: int | None = None) -> int:
+        """Fold the entries ahead of ``cursor_file`` into the log's first line (module doc).
+
+        ``cursor_file`` is the file an offset Spark committed is in: no batch starts before it.
+        Nothing happens unless at least ``at_least`` (default :data:`COMPACT_AT`) entries lie
+        ahead of it. Of the folded
+        files, those the last :meth:`sync` listed stay known (all of them when this process
+        has not listed the input yet). Returns the number of entries folded. Called on the
+        driver from ``commit()``.
+        """
+        position = next((i for i, e in enumerate(self.entries)
+                         if e.file == cursor_file and not e.skipped), None)
+        if position is None or position < (COMPACT_AT if at_least is None else at_least):
+            return 0
+        ahead, kept = self.entries[:position], self.entries[position:]
+        names = {*self.folded.listed, *(e.file for e in ahead)}
+        if self._listed is not None:
+            names &= self._listed
+        folded = Folded(self.folded.count + position,
+                        self.folded.skipped + sum(e.skipped for e in ahead), tuple(sorted(names)))
+        atomic_write(self.path, folded.to_line() + b"".join(e.to_line() for e in kept))
+        self.folded, self.entries = folded, kept
+        self._known = {e.file: e for e in kept}
+        return position
 
     def check_unchanged(self, files: Sequence[str]) -> None:
         """Fail when an admitted file's size differs from the recorded one.

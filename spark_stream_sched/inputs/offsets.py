@@ -3,9 +3,14 @@
 An offset is a plain dict (what Spark's Python source API exchanges; Spark stores its JSON text
 in the checkpoint's offset log)::
 
-    {"format": "ordered-agg-offset", "version": 1,
+    {"format": "ordered-agg-offset", "version": 3, "owner": "5f0c...e2",
      "inputs": [{"file": "/data/in0/part-0003.parquet", "row": 1200, "seq": 51200,
                  "last_ts": 1700000012000, "finished": false, "idle": false}, ...]}
+
+``owner`` is the token of the query that owns the state location
+(:mod:`spark_stream_sched.runtime.state.owner`): drawn when Spark asks a fresh checkpoint for its
+initial offset and carried into every later offset, so the offsets a checkpoint logs name the
+query that wrote them. Offsets of version 2 (an earlier release) have no ``owner``.
 
 Per input: ``file`` is the file the cursor is in (``null`` before the first file), ``row`` the
 number of rows of that file already consumed (``row`` may equal the file's row count: the next
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spark_stream_sched.errors import StateError
@@ -32,25 +37,34 @@ from spark_stream_sched.inputs.streams import Cursor
 from spark_stream_sched.runtime.merge import ready_bound
 
 FORMAT = "ordered-agg-offset"
-VERSION = 2
+VERSION = 3
+#: Offsets logged by an earlier release: no ``owner`` (the location adopts their checkpoint).
+LEGACY_VERSION = 2
 _CURSOR_KEYS = ("file", "row", "seq", "last_ts", "finished", "idle")
 
 
 @dataclass(frozen=True)
 class Offset:
-    """Cursors of all inputs at a micro-batch boundary."""
+    """Cursors of all inputs at a micro-batch boundary, and the owner token they were made by.
+
+    ``owner`` does not take part in comparisons (two offsets of one query compare by their
+    cursors), but it does in :func:`version_id`.
+    """
 
     cursors: tuple[Cursor, ...]
+    owner: str | None = field(default=None, compare=False)
 
     @classmethod
-    def initial(cls, n_inputs: int) -> Offset:
+    def initial(cls, n_inputs: int, owner: str | None = None) -> Offset:
         """The offset before any row of ``n_inputs`` inputs."""
-        return cls(tuple(Cursor() for _ in range(n_inputs)))
+        return cls(tuple(Cursor() for _ in range(n_inputs)), owner)
 
     def to_json(self) -> dict[str, Any]:
         """Return the offset as the dict Spark stores (fixed key order)."""
-        return {"format": FORMAT, "version": VERSION,
-                "inputs": [c.to_json() for c in self.cursors]}
+        inputs = [c.to_json() for c in self.cursors]
+        if self.owner is None:
+            return {"format": FORMAT, "version": LEGACY_VERSION, "inputs": inputs}
+        return {"format": FORMAT, "version": VERSION, "owner": self.owner, "inputs": inputs}
 
     def text(self) -> str:
         """Canonical JSON text of the offset."""
@@ -160,8 +174,11 @@ def parse_offset(raw: Any, n_inputs: int) -> Offset:
             raise unreadable_offset(exc) from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise _bad(raw, f"'format' is not {FORMAT!r}")
-    if raw.get("version") != VERSION:
+    if raw.get("version") not in (VERSION, LEGACY_VERSION):
         raise _bad(raw, f"version {raw.get('version')!r} is not supported (expected {VERSION})")
+    owner = raw.get("owner")
+    if (raw["version"] == VERSION) != isinstance(owner, str):
+        raise _bad(raw, f"'owner' must be a token in version {VERSION} and absent before")
     inputs = raw.get("inputs")
     if not isinstance(inputs, list):
         raise _bad(raw, "'inputs' is not a list")
@@ -169,4 +186,4 @@ def parse_offset(raw: Any, n_inputs: int) -> Offset:
         raise StateError(f"the checkpoint's offset has {len(inputs)} input cursors but option "
                          f"inputs names {n_inputs} inputs; the inputs of a query cannot change — "
                          f"start it with a new checkpointLocation and stateLocation")
-    return Offset(tuple(_cursor(c, raw) for c in inputs))
+    return Offset(tuple(_cursor(c, raw) for c in inputs), owner)

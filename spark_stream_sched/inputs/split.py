@@ -23,15 +23,22 @@ Exactly-once and replays: the files are a pure function of the two offsets and t
 files (the rows between the offsets, already fixed), written atomically (temporary file, then
 rename) and rewritten whenever ``partitions()`` plans the batch again — after a driver restart
 or a replay — so a task never reads rows of another plan. They are not state: nothing is lost
-if they vanish, and no fsync is needed. ``commit(end)`` deletes the files of every version up to
-``end``; ``stop()`` deletes them all.
+if they vanish, and no fsync is needed.
+
+Deleted by the driver (:class:`~spark_stream_sched.inputs.driver.SourceDriver`), never by
+``stop()``: Spark ends the source runner's process when a query stops without calling the
+reader's ``stop()``, and commits a batch's offsets to the source only when it plans the next
+batch, so the last batch of a ``Trigger.AvailableNow`` run is never committed. Instead
+``latestOffset(start)`` deletes the files of every version up to ``start`` (Spark plans the
+next batch only after the batch ending at ``start`` ran), so a run that ends leaves none; the
+first driver call of a run deletes every file an earlier run left (a crash), since every batch
+is planned again before it runs.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,7 +49,7 @@ from spark_stream_sched.inputs.offsets import Offset, version_id
 from spark_stream_sched.inputs.plan import SourcePlan, rows_between
 from spark_stream_sched.runtime.distribution.groups import group_of_rows, initial_groups
 from spark_stream_sched.runtime.engine.batch import drop_late
-from spark_stream_sched.runtime.state.atomic import spill_error
+from spark_stream_sched.runtime.state.atomic import spill_error, temp_path
 
 #: Directory under ``stateLocation`` holding the per-task rows of planned batches.
 SPILL_DIR = "batches"
@@ -114,7 +121,7 @@ def _rank_by_task(task_of: np.ndarray) -> np.ndarray:
 
 def _write_ipc(path: str, table: pa.Table) -> None:
     """Write ``table`` as an uncompressed Arrow IPC file, atomically (temporary + rename)."""
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    temporary = temp_path(path)
     try:
         with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table, max_chunksize=1 << 20)
@@ -146,8 +153,8 @@ def own_rows(plan: SourcePlan, groups: Sequence[int], rows: pa.Table) -> pa.Tabl
 def prune(location: str, up_to: str | None) -> None:
     """Delete the per-task rows of every version ``<= up_to`` (all of them when None).
 
-    Called on the driver by ``commit()`` and ``stop()``; a directory that cannot be removed is
-    left for the next call.
+    Called on the driver by ``latestOffset()``, ``commit()`` and at the start of a run; a
+    directory that cannot be removed is left for the next call.
     """
     root = spill_root(location)
     try:

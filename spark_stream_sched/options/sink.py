@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.options.source import int_option, parse_duration
+from spark_stream_sched.options.source import MAX_KEEP, int_option, keep_option, parse_duration
 from spark_stream_sched.runtime.engine.sink_config import SinkConfig
 from spark_stream_sched.runtime.names import normalise_options, one_name, query_required
 from spark_stream_sched.runtime.query import spec_from_options
@@ -22,8 +22,10 @@ SINK_OPTION_NAMES: tuple[str, ...] = (
     "path", "inputs", "inputColumn", "timestampColumn", "keyColumns", "window", "slide",
     "aggregates", "outOfOrder", "stateLocation", "checkpointLocation", "sequenceColumn",
     "endOfInputColumn", "keepVersions", "queryName", "where", "operators", "partitionGroups",
-    "idleTimeout",
+    "idleTimeout", "keepMetrics",
 )
+#: Inputs of one sink query (each has per-input figures in every commit marker).
+MAX_INPUTS = 10_000
 SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
 
 
@@ -57,13 +59,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     seq = opts.get("sequenceColumn", "").strip()
     end = opts.get("endOfInputColumn", "").strip()
     return SinkConfig(
-        spec=spec_from_options(opts, int_option("inputs", opts["inputs"], 1)),
+        spec=spec_from_options(opts, int_option("inputs", opts["inputs"], 1, MAX_INPUTS)),
         path=opts["path"].strip(),
         input_column=one_name("inputColumn", opts.get("inputColumn", "input")),
         state_location=_state_location(opts),
         sequence_column=one_name("sequenceColumn", seq) if seq else None,
         end_column=one_name("endOfInputColumn", end) if end else None,
-        keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1),
+        keep_versions=int_option("keepVersions", opts.get("keepVersions", "10"), 1, MAX_KEEP),
+        keep_metrics=keep_option(opts),
         checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),

@@ -108,6 +108,10 @@ stateMemoryBudget      (none)    bytes of partition-group state in memory per ta
                                  ``512m``: a task above it pushes its least productive groups
                                  (with adaptation); also the size of the committed-state cache
                                  of each Python worker (default 256m)
+keepMetrics            1000      micro-batches whose metrics files (``metrics/batch-*.json``,
+                                 about 1-2 KB each) and assignment records are kept under
+                                 ``stateLocation``; older ones are deleted at each commit
+                                 (docs/state_store.md, "Retention")
 (path)                 refused   ``load(path)`` / option ``path`` is refused with a pointer to
                                  ``inputs`` (a query merges several streams; ``path`` names one)
 =====================  ========  =================================================================
@@ -142,14 +146,20 @@ from spark_stream_sched.runtime.names import (
     normalise_options,
     query_required,
 )
-from spark_stream_sched.runtime.query.spec import QuerySpec, SpecView, spec_from_options
+from spark_stream_sched.runtime.query.spec import (
+    MAX_PARTITION_GROUPS,
+    QuerySpec,
+    SpecView,
+    spec_from_options,
+)
+from spark_stream_sched.runtime.state.batch_metrics import KEEP_BATCHES
 
 #: Canonical option names (documented spelling); matching is case-insensitive.
 OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
     "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
-    "operators", *ADAPTATION_OPTIONS,
+    "operators", "keepMetrics", *ADAPTATION_OPTIONS,
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 #: Required by a batch read (``spark.read``), which keeps its state in memory.
@@ -158,6 +168,12 @@ END_OF_INPUT = ("never", "availableNow", "exhausted")
 LATE_FILES = ("fail", "skip")
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 500_000
 DEFAULT_NUM_PARTITIONS = 2
+#: Spark passes a row limit to the source as a Java ``long``.
+MAX_ROWS = 2**63 - 1
+#: Executor threads per Spark task (a task runs at most ``MAX_PARTITION_GROUPS`` groups).
+MAX_WORKERS = 256
+#: Batches of history a state location may be asked to keep (option ``keepMetrics``).
+MAX_KEEP = 1_000_000
 
 _DDL_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(), "varchar": pa.string(), "bigint": pa.int64(), "long": pa.int64(),
@@ -191,6 +207,7 @@ class SourceConfig(SpecView):
     workers: int = 1
     late_files: str = "fail"
     adaptation: AdaptationConfig = AdaptationConfig()
+    keep_metrics: int = KEEP_BATCHES
 
 
 def parse_duration(option: str, text: str) -> int:
@@ -236,19 +253,21 @@ def choice_option(option: str, text: str, choices: tuple[str, ...]) -> str:
     raise ConfigError(f"option {option}={text!r} is not one of {', '.join(choices)}")
 
 
-def int_option(option: str, text: str, minimum: int, maximum: int | None = None,
-               why: str = "") -> int:
+def int_option(option: str, text: str, minimum: int, maximum: int, why: str = "") -> int:
     """Parse an integer option in ``minimum .. maximum`` (ConfigError naming ``option``).
 
-    ``why`` explains the maximum in the error message.
+    Every integer option has both bounds, so a value no one meant (``1e20``, a number past a
+    Java ``long``) fails here on the driver, naming the option and the bound, instead of
+    overflowing in Spark or an executor later. ``why`` explains the maximum in the message.
     """
     try:
         value = int(text.strip())
     except ValueError:
-        raise ConfigError(f"option {option}={text!r} is not an integer") from None
+        raise ConfigError(f"option {option}={text!r} is not an integer; write it in digits, "
+                          f"from {minimum} to {maximum}") from None
     if value < minimum:
         raise ConfigError(f"option {option}={text!r} must be at least {minimum}")
-    if maximum is not None and value > maximum:
+    if value > maximum:
         raise ConfigError(f"option {option}={text!r} must be at most {maximum}{why}")
     return value
 
@@ -313,16 +332,26 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
         format=canonical_format(opts.get("format", "parquet"), "option format"),
         state_location=opts.get("stateLocation", "").strip(),
         num_partitions=int_option("numPartitions",
-                                  opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1),
+                                  opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1,
+                                  MAX_PARTITION_GROUPS, " (a task runs at least one partition "
+                                  "group)"),
         max_records_per_trigger=int_option(
             "maxRecordsPerTrigger",
-            opts.get("maxRecordsPerTrigger", str(DEFAULT_MAX_RECORDS_PER_TRIGGER)), 0) or None,
+            opts.get("maxRecordsPerTrigger", str(DEFAULT_MAX_RECORDS_PER_TRIGGER)), 0, MAX_ROWS,
+            " (Spark's row limit is a Java long); 0 admits every row") or None,
         end_of_input=choice_option("endOfInput", opts.get("endOfInput", "never"), END_OF_INPUT),
         schema=parse_ddl(schema_text) if schema_text else None,
         scheduler=_strategy(opts.get("scheduler", "")),
-        workers=int_option("workers", opts.get("workers", "1"), 1),
+        workers=int_option("workers", opts.get("workers", "1"), 1, MAX_WORKERS,
+                           " executor threads per Spark task"),
         late_files=choice_option("lateFiles", opts.get("lateFiles", "fail"), LATE_FILES),
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),
         adaptation=adaptation_from_options(opts),
+        keep_metrics=keep_option(opts),
     )
+
+
+def keep_option(opts: Mapping[str, str]) -> int:
+    """Option ``keepMetrics``: batches of per-batch records kept (source and sink)."""
+    return int_option("keepMetrics", opts.get("keepMetrics", str(KEEP_BATCHES)), 1, MAX_KEEP)

@@ -61,6 +61,8 @@ partitionGroups        16            partition groups (the unit of state and of 
 endOfInputColumn       (none)        boolean column; a row with ``true`` declares its input
                                      finished (the row itself is not data)
 keepVersions           10            state versions kept (older ones are pruned on commit)
+keepMetrics            1000          commit markers kept (each holds its batch's figures; at
+                                     least ``keepVersions``); older ones are deleted on commit
 idleTimeout            (none)        an input with no row for this long (e.g. ``30 seconds``,
                                      the driver's wall clock) stops holding the ready bound
                                      back from the next batch on, as in the source
@@ -118,7 +120,7 @@ from spark_stream_sched.runtime.engine.sink_commit import (  # re-exported as we
 )
 from spark_stream_sched.runtime.engine.sink_config import SinkConfig
 from spark_stream_sched.runtime.state.commit_log import batch_name, commit_path, read_marker
-from spark_stream_sched.spark.worker_errors import plain_errors
+from spark_stream_sched.spark.worker_errors import plain_errors, reported
 
 logger = logging.getLogger(__name__)
 
@@ -161,12 +163,15 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
     Notes
     -----
     Must be picklable (it holds only the frozen :class:`SinkConfig`). ``write`` runs on
-    executors; ``commit`` and ``abort`` run on the driver in a fresh instance per batch.
+    executors; ``commit`` and ``abort`` run on the driver in a fresh instance per batch, in
+    Spark's Python sink runner. Each of them reports our own errors with our message on
+    Spark's first line, without the worker's traceback (:mod:`~.worker_errors`).
     """
 
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
+    @reported
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Stage this task's rows, then merge and aggregate their partition groups here.
 
@@ -202,6 +207,7 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
                         directory)
         return SinkCommitMessage(batch_id, partition, attempt, str(final), table.num_rows, work)
 
+    @reported
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Merge, aggregate and write the batch; refuse it when a task failed.
 
@@ -229,6 +235,7 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         SinkCommitter(self.config).commit_batch(batchId, [m.file for m in written if m.file],
                                                 [m.work for m in written])
 
+    @reported
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Delete what the tasks of this batch staged; nothing was committed.
 

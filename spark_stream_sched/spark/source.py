@@ -83,6 +83,7 @@ from spark_stream_sched.runtime.engine.batch import query_hold
 from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.store import BatchStore
+from spark_stream_sched.runtime.state.usage import rss_figure
 from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
 
@@ -125,9 +126,13 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     @reported
     def initialOffset(self) -> dict[str, Any]:
-        """Offset before the first row of every input."""
-        self.driver.manifests  # noqa: B018 - the lock and the manifests, from the first call on
-        return Offset.initial(self._plan.config.n_inputs).to_json()
+        """Offset before the first row of every input, carrying a new owner token.
+
+        Spark asks for it only with a fresh checkpoint; a state location that already planned
+        a batch for another checkpoint is refused here, naming both queries
+        (:mod:`~spark_stream_sched.runtime.state.owner`).
+        """
+        return self.driver.fresh_offset().to_json()
 
     @reported
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -220,16 +225,22 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
         The batch's partition metrics become ``<stateLocation>/metrics/batch-<id>.json``
         (``runtime/state/batch_metrics.py``); a metrics file that cannot be written or read
-        is logged as a warning and does not stop the query.
+        is logged as a warning and does not stop the query. Spark calls this when it has
+        logged the *next* batch's offsets, so the last batch of a run is committed only by the
+        next run (docs/state_store.md, "Retention").
         """
-        self.driver.committed(version_id(parse_offset(end, self._plan.config.n_inputs)))
+        self.driver.committed(parse_offset(end, self._plan.config.n_inputs))
 
     @reported
     def stop(self) -> None:
-        """Release the state location's lock (called by Spark when the query terminates).
+        """Release the state location's lock.
 
         Notes
         -----
+        pyspark 4.3 calls this only when the source runner ends on an error of its own: a
+        query that stops (or finishes a ``Trigger.AvailableNow`` run) ends the runner's
+        process without it, and the kernel releases the lock. Nothing else depends on it.
+
         pyspark's source runner parses the offsets Spark hands it (JSON text from the
         checkpoint's offset log) before calling this reader, and calls ``stop()`` in a
         ``finally`` clause when it ends. If it is ending because that text is not JSON (a
@@ -268,7 +279,8 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             rows, store, start.ready_bound(), end.ready_bound(), partition.hold)
         result.metrics.update(store.metrics, state_cache_hits=files.cache_hits,
                               task=partition.index,
-                              worker=batch_metrics.worker_identity())
+                              worker=batch_metrics.worker_identity(),
+                              **rss_figure("worker_rss_bytes"))
         if partition.rows_total is not None:  # the batch's figures, not this task's share
             result.metrics.update(rows_read=partition.rows_total,
                                   late_dropped=partition.late_dropped)

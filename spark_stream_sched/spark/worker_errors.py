@@ -2,15 +2,17 @@
 
 Spark reports an exception raised in one of its Python workers — the driver-side planner
 workers (``schema()``, ``reader()``, ``streamReader()``, ``streamWriter()``), the long-lived
-streaming source runner (``latestOffset``, ``partitions``, ``commit``, ...) and the executors'
-task workers (``read()``) — as the worker's formatted traceback, 11–45 lines with the message
+streaming source runner (``latestOffset``, ``partitions``, ``commit``, ...), the sink's commit
+runner (the writer's ``commit`` and ``abort``) and the executors' task workers (``read()``,
+``write()``) — as the worker's formatted traceback, 11–45 lines with the message
 last, unless ``SPARK_HIDE_TRACEBACK`` is set (``pyspark.util.handle_worker_exception``). For an
 error this package raises on purpose the message already names what failed, where and what to
 do, so the traceback only hides it: Spark's first line then ends with
 ``spark_stream_sched.errors.InputError: <our message>``.
 
 Every one of those workers exits right after reporting an exception (``sys.exit(-1)`` in
-pyspark 4.3's ``worker.py``, ``python_streaming_source_runner.py`` and the planner workers), so
+pyspark 4.3's ``worker.py``, ``python_streaming_source_runner.py``,
+``python_streaming_sink_runner.py`` and the planner workers), so
 setting the variable there affects nothing else. Outside a Spark worker (tests, the CLI's
 runtime path) nothing is changed, and any other exception keeps its traceback: an unexpected
 error needs it.

@@ -118,7 +118,11 @@ def drive_batches(reader: Any, limit: int, split: bool = True
     """Drive a stream reader as Spark's runner would (no JVM): every batch to the end.
 
     Returns the rows ``read()`` yielded, in order, and each batch's partitions. With ``split``
-    False every task reads the rows itself (the fallback of ``inputs/split.py``).
+    False every task reads the rows itself (the fallback of ``inputs/split.py``). The calls come
+    in Spark's order (``MicroBatchExecution``): the offsets of batch ``n`` are committed to the
+    source only after ``latestOffset`` planned batch ``n + 1``, so the last batch of a
+    ``Trigger.AvailableNow`` run is never committed, and ``stop()`` is not called (Spark ends
+    the source runner's process without it).
     """
     from dataclasses import replace
 
@@ -126,15 +130,17 @@ def drive_batches(reader: Any, limit: int, split: bool = True
 
     reader.prepareForTriggerAvailableNow()
     start, rows, planned = reader.initialOffset(), [], []
+    previous = None
     while True:
         end = reader.latestOffset(start, ReadMaxRows(limit))
         if end == start:
             return rows, planned
+        if previous is not None:
+            reader.commit(previous)
         parts = [p if split else replace(p, rows_file=None) for p in reader.partitions(start, end)]
         planned.append(parts)
         rows += [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
-        reader.commit(end)
-        start = end
+        previous = start = end
 
 
 def run_to_end(query: Any) -> BaseException | None:

@@ -127,3 +127,75 @@ def test_a_late_file_is_skipped_once_recorded_and_counted(tmp_path, input_dir) -
     assert reloaded.skipped_count == 1
     assert late not in reloaded.admitted
     assert reloaded.last_file == str(input_dir / "c")
+
+
+# -- compaction of the consumed prefix ---------------------------------------------------------
+
+
+def streamed(input_dir, state: str, n_files: int, keep: int, compact_every: int = 1,
+             sizes: list[int] | None = None) -> FileManifest:
+    """``n_files`` files arrive one by one; each is consumed at once and deleted ``keep`` files
+    later (a user's retention); the manifest is compacted at the file being read. ``sizes``
+    gets the log's bytes after each file."""
+    manifest = FileManifest(state, 0, str(input_dir))
+    for n in range(n_files):
+        touch(input_dir, f"f{n:05d}")
+        if n >= keep:
+            os.unlink(input_dir / f"f{n - keep:05d}")
+        manifest.sync(listing(input_dir), "skip")
+        if n % compact_every == 0:
+            manifest.compact(str(input_dir / f"f{n:05d}"), at_least=4)
+        if sizes is not None:
+            sizes.append(os.path.getsize(manifest_path(state, 0)))
+    return manifest
+
+
+def test_compaction_keeps_the_log_bounded_by_the_directory(tmp_path, input_dir) -> None:
+    state = str(tmp_path / "state")
+    sizes: list[int] = []
+    streamed(input_dir, state, 400, keep=6, sizes=sizes)
+    # 6 files in the directory, at most 4 consumed entries before a compaction: the log is as
+    # large after 400 files as after 50, but for the digits of the entries' indices (without
+    # compaction: ~190 B a file, 76 KB)
+    assert max(sizes[-50:]) <= 1.02 * max(sizes[:50]) < 2_000, sizes
+    reloaded = FileManifest(state, 0, str(input_dir))
+    assert reloaded.folded.count + len(reloaded.entries) == 400
+    assert [e.index for e in reloaded.entries] == list(range(reloaded.folded.count, 400))
+    touch(input_dir, "f00400")
+    reloaded.sync(listing(input_dir), "fail")  # appends continue the numbering
+    assert FileManifest(state, 0, str(input_dir)).entries[-1].index == 400
+
+
+def test_folded_files_stay_known_and_late_files_are_still_caught(tmp_path, input_dir) -> None:
+    state = str(tmp_path / "state")
+    streamed(input_dir, state, 20, keep=6)
+    manifest = FileManifest(state, 0, str(input_dir))  # a restart reads the folded line
+    assert manifest.folded.count >= 4
+    still_listed = str(input_dir / "f00015")
+    assert still_listed in manifest.folded.listed
+    assert manifest.sync(listing(input_dir), "fail") == []  # folded, listed: neither new nor late
+    late = touch(input_dir, "f00010x")  # sorts inside the folded prefix, never seen
+    with pytest.raises(InputError, match=r"file '.*f00010x' appeared after"):
+        manifest.sync(listing(input_dir), "fail")
+    os.unlink(late)
+    reborn = touch(input_dir, "f00002")  # folded, left the directory, written again
+    assert manifest.sync(listing(input_dir), "defer") == [reborn]
+
+
+def test_compaction_keeps_the_changed_file_check_and_skipped_count(tmp_path, input_dir) -> None:
+    state = str(tmp_path / "state")
+    manifest = streamed(input_dir, state, 12, keep=20, compact_every=100)
+    touch(input_dir, "f00003x")  # late: skipped and counted
+    manifest.sync(listing(input_dir), "skip")
+    for n in range(12, 20):
+        touch(input_dir, f"f{n:05d}")
+    manifest.sync(listing(input_dir), "skip")
+    assert manifest.compact(str(input_dir / "f00015"), at_least=4) == 16
+    assert manifest.skipped_count == 1
+    reloaded = FileManifest(state, 0, str(input_dir))
+    assert reloaded.skipped_count == 1
+    assert reloaded.admitted == [str(input_dir / f"f{n:05d}") for n in range(15, 20)]
+    unconsumed = touch(input_dir, "f00017", b"rewritten")
+    with pytest.raises(InputError, match=rf"file '{unconsumed}' was 1 bytes"):
+        reloaded.check_unchanged(reloaded.admitted)
+    assert reloaded.compact(str(input_dir / "f00016"), at_least=4) == 0  # 1 ahead: not worth it

@@ -14,13 +14,25 @@ from spark_stream_sched.runtime.packets import TS_MAX
 
 def test_round_trip_and_fixed_key_order() -> None:
     offset = Offset((Cursor("/d/a/p1.parquet", 7, 107, 1_000, False),
-                     Cursor(None, 0, 0, None, True)))
+                     Cursor(None, 0, 0, None, True)), "5f0c")
     text = offset.text()
-    assert text.startswith('{"format":"ordered-agg-offset","version":2,"inputs":[{"file":')
+    assert text.startswith('{"format":"ordered-agg-offset","version":3,"owner":"5f0c",'
+                           '"inputs":[{"file":')
     assert list(json.loads(text)["inputs"][0]) == ["file", "row", "seq", "last_ts", "finished",
                                                    "idle"]
     assert parse_offset(text, 2) == offset
-    assert parse_offset(json.loads(text), 2) == offset
+    assert parse_offset(json.loads(text), 2).owner == "5f0c"
+
+
+def test_offsets_of_an_earlier_release_have_no_owner_and_keep_their_version_ids() -> None:
+    cursors = (Cursor("/d/a/p1.parquet", 7, 107, 1_000, False),)
+    legacy = ('{"format":"ordered-agg-offset","version":2,"inputs":[{"file":"/d/a/p1.parquet",'
+              '"row":7,"seq":107,"last_ts":1000,"finished":false,"idle":false}]}')
+    parsed = parse_offset(legacy, 1)
+    assert parsed == Offset(cursors)
+    assert parsed.owner is None
+    assert parsed.text() == legacy  # the version id of its state is the one it had
+    assert version_id(parsed) != version_id(Offset(cursors, "5f0c"))
 
 
 def test_ready_bound_is_min_of_unfinished_inputs() -> None:
@@ -50,6 +62,9 @@ def test_version_ids_sort_in_batch_order() -> None:
     ("not json", "offset log is not valid JSON"),
     ({"format": "kafka"}, "'format' is not 'ordered-agg-offset'"),
     ({"format": "ordered-agg-offset", "version": 9, "inputs": []}, "version 9 is not supported"),
+    ({"format": "ordered-agg-offset", "version": 3, "inputs": []}, "'owner' must be a token"),
+    ({"format": "ordered-agg-offset", "version": 2, "owner": "x", "inputs": []},
+     "'owner' must be a token in version 3 and absent before"),
     ({"format": "ordered-agg-offset", "version": 2, "inputs": [{"file": None}]},
      "a cursor must have the keys"),
     ({"format": "ordered-agg-offset", "version": 2,

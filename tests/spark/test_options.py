@@ -102,3 +102,46 @@ def test_partition_groups_are_bounded_at_4096() -> None:
     assert parse_options(BASE | {"partitionGroups": "4096"}).partition_groups == 4096
     with pytest.raises(ConfigError, match="option partitionGroups='4097' must be at most 4096"):
         parse_options(BASE | {"partitionGroups": "4097"})
+
+
+@pytest.mark.parametrize(("key", "value", "first_line"), [
+    ("maxRecordsPerTrigger", "100000000000000000000",
+     "option maxRecordsPerTrigger='100000000000000000000' must be at most 9223372036854775807 "
+     "(Spark's row limit is a Java long); 0 admits every row"),
+    ("maxRecordsPerTrigger", "1e20",
+     "option maxRecordsPerTrigger='1e20' is not an integer; write it in digits, from 0 to "
+     "9223372036854775807"),
+    ("numPartitions", "5000",
+     "option numPartitions='5000' must be at most 4096 (a task runs at least one partition "
+     "group)"),
+    ("workers", "100000", "option workers='100000' must be at most 256 executor threads per "
+                          "Spark task"),
+    ("keepMetrics", "0", "option keepMetrics='0' must be at least 1"),
+    ("keepMetrics", "10000000", "option keepMetrics='10000000' must be at most 1000000"),
+])
+def test_every_integer_option_is_bounded(key: str, value: str, first_line: str) -> None:
+    """An integer past a Java long (``1e20`` written out) was accepted and overflowed later."""
+    with pytest.raises(ConfigError) as info:
+        parse_options(BASE | {key: value})
+    assert str(info.value).splitlines()[0] == first_line
+
+
+@pytest.mark.parametrize(("key", "value", "first_line"), [
+    ("inputs", "100000", "option inputs='100000' must be at most 10000"),
+    ("keepVersions", "99999999999999999999", "option keepVersions='99999999999999999999' must "
+                                             "be at most 1000000"),
+    ("keepMetrics", "-1", "option keepMetrics='-1' must be at least 1"),
+])
+def test_every_integer_sink_option_is_bounded(key: str, value: str, first_line: str) -> None:
+    from spark_stream_sched.options.sink import parse_sink_options
+
+    opts = {"path": "/o", "inputs": "2", "window": "1 minute", "aggregates": "count(*) as n",
+            "stateLocation": "/s"}
+    with pytest.raises(ConfigError) as info:
+        parse_sink_options(opts | {key: value})
+    assert str(info.value).splitlines()[0] == first_line
+
+
+def test_keep_metrics_defaults_to_a_thousand_batches() -> None:
+    assert parse_options(BASE).keep_metrics == 1000
+    assert parse_options(BASE | {"keepMetrics": "20"}).keep_metrics == 20

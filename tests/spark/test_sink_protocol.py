@@ -218,7 +218,7 @@ def test_truncated_marker_is_a_clear_error(tmp_path: Path,
     _commit_batches(tmp_path, monkeypatch, opts, range(2))
     marker = tmp_path / "ck" / "ordered-agg-sink" / "commits" / "batch-000000000001.json"
     marker.write_bytes(marker.read_bytes()[:20])
-    with pytest.raises(StateError, match=r"commit marker .*batch-000000000001.json cannot be"):
+    with pytest.raises(StateError, match=r"commit marker .*batch-000000000001.json is corrupt"):
         sink.finish_sink(opts)
 
 

@@ -230,3 +230,38 @@ def test_load_path_is_refused_at_load_pointing_at_inputs(spark, tmp_path) -> Non
     with pytest.raises(Exception, match="not from load") as info:
         spark.readStream.format("ordered-agg").options(**opts).load(str(tmp_path / "in0"))
     assert "write .option('inputs'," in str(info.value).splitlines()[0]
+
+
+@pytest.mark.spark
+def test_a_sink_commit_error_reaches_the_first_line(spark, tmp_path) -> None:
+    """The sink's commit runs in a Spark Python worker on the driver: before, Spark's first line
+    was ``Traceback (most recent call last):`` and ours came 8 lines later."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "in").mkdir()
+    rows = pa.table({"ts": pa.array([5000, 1000, 3000], pa.int64()), "meter": ["m"] * 3,
+                     "dc": pa.array([0] * 3, pa.int32()), "pos": pa.array([0, 1, 2], pa.int64())})
+    pq.write_table(rows, tmp_path / "in" / "part-0.parquet")
+    stream = spark.readStream.schema(spark.createDataFrame(rows.to_pandas()).schema) \
+        .parquet(str(tmp_path / "in"))
+    query = (stream.writeStream.format("ordered-agg").option("path", str(tmp_path / "out"))
+             .option("inputs", "1").option("inputColumn", "dc").option("window", "10s")
+             .option("aggregates", "count(*) as n").option("sequenceColumn", "pos")
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    line = first_line(query)
+    assert "perform commit: spark_stream_sched.errors.InputError: ordered-agg sink: batch 0: " \
+           "input 0 is out of order along 'pos': pos 1 has ts 1000 after ts 5000 at pos 0" \
+           in line, line
+
+
+@pytest.mark.spark
+def test_bounded_options_fail_at_load_with_our_first_line(spark, tmp_path) -> None:
+    write_inputs(str(tmp_path / "in"), n_inputs=1, rows=20)
+    opts = source_options(str(tmp_path / "in"), 1, str(tmp_path / "state"),
+                          maxRecordsPerTrigger="100000000000000000000")
+    with pytest.raises(Exception, match="must be at most") as info:
+        spark.readStream.format("ordered-agg").options(**opts).load()
+    assert ("ConfigError: option maxRecordsPerTrigger='100000000000000000000' must be at most "
+            "9223372036854775807") in str(info.value).splitlines()[0]

@@ -30,7 +30,8 @@ from spark_stream_sched.runtime.state.records import read_record, seal
 FORMAT = "ordered-agg-assignment"
 FORMAT_VERSION = 1
 ASSIGNMENT_DIR = "assignments"
-#: Records kept before the committed one (as many as state versions, plus history for reports).
+#: Records kept before the committed one by default (option ``keepMetrics``: history for
+#: reports; a replay needs only the committed version's record and newer ones).
 KEEP_OLDER = 1000
 _ADVICE = ("delete the file to let the driver plan the batch again (the output of that batch "
            "may then differ in order if groups were pushed to disk), or restore it")

@@ -43,6 +43,7 @@ from spark_stream_sched.runtime.merge import ready_bound
 from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.store import BatchStore, Entry, StateStore
+from spark_stream_sched.runtime.state.usage import process_rss
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class TaskWork:
     late: int = 0
     late_example: str | None = None
     cpu_s: float = 0.0
+    rss: int | None = None
     error: str | None = None
 
 
@@ -123,6 +125,7 @@ def run_task(config: SinkConfig, batch_id: int, table: pa.Table, version: str, w
         logger.info("ordered-agg sink task %s: left to the driver: %s", writer, exc)
         work = TaskWork(error=str(exc))
     work.cpu_s = round(time.process_time() - started, 6)
+    work.rss = process_rss()
     return work
 
 

@@ -10,12 +10,18 @@ Layout under ``stateLocation`` (default ``<checkpointLocation>/ordered-agg-sink`
     _sink.json                      owner: checkpoint, Spark query id, output path, fingerprint
     _query.json                     the query definition (a changed one is refused)
     _lock                           flock'ed while a commit or finish runs
-    commits/batch-<id>.json         commit marker of batch <id> (written last, atomically)
+    commits/batch-<id>.json         commit marker of batch <id> (written last, atomically);
+                                    the newest ``keepMetrics`` (>= ``keepVersions``) are kept
     commits/final.json              marker of finish_sink(): every input finished
     versions/batch-<id>/            the group state after batch <id>
                                     (:mod:`~spark_stream_sched.runtime.state.files`, the
                                     source's layout; pruned to ``keepVersions``)
-    staging/batch-<id>/part-*.arrow rows (and results) the write tasks of batch <id> staged
+    staging/batch-<id>/part-*.arrow rows (and results) the write tasks of batch <id> staged;
+                                    deleted when batch <id> commits (or aborts)
+
+Every commit first sweeps the temporary files of interrupted writes from the location and the
+output directory (:mod:`~spark_stream_sched.runtime.state.sweep`); docs/state_store.md
+("Retention") has the rule of every file.
 """
 
 from __future__ import annotations
@@ -50,13 +56,17 @@ from spark_stream_sched.runtime.state.commit_log import (
     batch_name,
     claim,
     commit_path,
-    owner_record,
+    marker_ids,
+    prune_markers,
     read_marker,
     read_markers,
     write_marker,
 )
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.state.owner import sink_owner
+from spark_stream_sched.runtime.state.sweep import sweep_temporaries
+from spark_stream_sched.runtime.state.usage import location_figures, rss_figure
 from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
 
 logger = logging.getLogger(__name__)
@@ -124,10 +134,11 @@ class SinkCommitter:
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
         self.location = config.state_location
+        self._usage: dict[str, int] = {}  # the location's files and bytes at the commit's start
 
     def _owner(self) -> dict[str, Any]:
-        return owner_record(self.config.checkpoint_location, self.config.path,
-                            self.config.fingerprint())
+        return sink_owner(self.config.checkpoint_location, self.config.path,
+                          self.config.fingerprint())
 
     def claim(self) -> None:
         """Claim a fresh state location for this query, or check that it owns it.
@@ -149,11 +160,11 @@ class SinkCommitter:
 
     def _previous(self, batch_id: int) -> dict[str, Any] | None:
         """The marker of batch ``batch_id - 1``; StateError when the log has a gap."""
-        records = [r for r in read_commits(self.config) if r["batch_id"] != FINAL]
-        before = [r for r in records if r["batch_id"] < batch_id]
-        latest = before[-1]["batch_id"] if before else None
+        ids = marker_ids(self.location)
+        before = [i for i in ids if i < batch_id]
+        latest = before[-1] if before else None
         expected = batch_id - 1 if batch_id > 0 else None
-        if latest != expected or any(r["batch_id"] > batch_id for r in records):
+        if latest != expected or any(i > batch_id for i in ids):
             missing = 0 if latest is None else latest + 1
             have = "no batch" if latest is None else f"batches up to {latest}"
             raise StateError(
@@ -163,7 +174,8 @@ class SinkCommitter:
                 f"{batch_id} cannot be applied without losing or repeating rows. Restore the "
                 f"marker, or start the query with a new checkpointLocation, stateLocation and "
                 f"output path")
-        return before[-1] if before else None
+        return None if latest is None else read_marker(commit_path(self.location,
+                                                                   batch_name(latest)))
 
     def _check_fingerprint(self, record: dict[str, Any] | None) -> None:
         if record is None:
@@ -194,6 +206,8 @@ class SinkCommitter:
         """
         started = time.process_time()
         with LocationLock(self.location, "ordered-agg sink").hold():
+            self._sweep()
+            self._usage = location_figures(self.location)  # as the batch's tasks left it
             self.claim()
             marker = commit_path(self.location, batch_name(batch_id))
             if marker.exists():
@@ -238,16 +252,18 @@ class SinkCommitter:
         Returns the ``final`` commit record, or None when nothing was ever committed.
         """
         with LocationLock(self.location, "ordered-agg sink").hold():
-            if not (Path(self.location) / OWNER_FILE).exists() and not read_commits(self.config):
+            if not ((Path(self.location) / OWNER_FILE).exists() or marker_ids(self.location)
+                    or commit_path(self.location, FINAL).exists()):
                 return None
+            self._sweep()
             self.claim()
             marker = commit_path(self.location, FINAL)
             if marker.exists():
                 return {**read_marker(marker), "replayed": True}
-            records = [r for r in read_commits(self.config) if r["batch_id"] != FINAL]
-            if not records:
+            ids = marker_ids(self.location)
+            if not ids:
                 return None
-            previous = records[-1]
+            previous = read_marker(commit_path(self.location, batch_name(ids[-1])))
             self._check_fingerprint(previous)
             out = None
             if previous.get("schema") is not None:
@@ -289,6 +305,7 @@ class SinkCommitter:
         }
         if started is not None:  # the driver's CPU time for the whole commit, output included
             record["driver_cpu_s"] = round(time.process_time() - started, 6)
+        record.update(self._usage, **rss_figure("driver_rss_bytes"))
         write_marker(self.location, name, record)
         crash_point("sink.marker_written", **step)
         if isinstance(batch_id, int):
@@ -297,6 +314,11 @@ class SinkCommitter:
         logger.info("ordered-agg sink: committed %s: %d rows in, %d rows out", name,
                     applied.rows_in, record["rows_out"])
         return record
+
+    def _sweep(self) -> None:
+        """Remove the temporary files of interrupted writes (under the lock; no task runs)."""
+        sweep_temporaries(self.location)
+        sweep_temporaries(self.config.path, recursive=False)
 
     def _drop_staging(self, batch_id: int) -> None:
         """Remove the staging of this batch and of any older (aborted) batch."""
@@ -308,11 +330,19 @@ class SinkCommitter:
                 shutil.rmtree(directory, ignore_errors=True)
 
     def _prune(self, committed: str) -> None:
-        """Delete state versions older than the last ``keep_versions`` committed ones."""
-        markers = [r for r in read_commits(self.config) if r.get("version")]
-        kept = [str(r["version"]) for r in markers[-self.config.keep_versions:]]
+        """Prune state versions and commit markers after a commit.
+
+        Versions older than the last ``keep_versions`` committed ones go (keeping the files a
+        kept manifest names), and the markers of all but the newest ``max(keep_metrics,
+        keep_versions)`` batches.
+        """
+        c = self.config
+        newest = marker_ids(self.location)[-c.keep_versions:]
+        markers = [read_marker(commit_path(self.location, batch_name(i))) for i in newest]
+        kept = [str(r["version"]) for r in markers if r.get("version")]
         if kept:
             FileStateStore(self.location, cache=None).prune(min(kept), 0)
+        prune_markers(self.location, max(c.keep_metrics, c.keep_versions))
 
 
 def encode_schema(schema: pa.Schema) -> str:

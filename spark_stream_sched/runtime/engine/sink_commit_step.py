@@ -155,6 +155,7 @@ class _Commit:
         stats = {"groups_on_driver": len(driver.redo), "groups_caught_up": len(behind),
                  "rows_on_driver": 0 if driver.rows is None else driver.rows.rows.num_rows,
                  "tasks": len(self.staged), "tasks_cpu_s": round(sum(w.cpu_s for w in works), 6),
+                 "worker_rss_bytes": max((w.rss for w in works if w.rss), default=None),
                  "hold_bound": query_hold(entries, None, False),
                  "driver_cpu_s": round(time.process_time() - self.started, 6)}
         return Applied(self.ordered(outputs), batch_max, finished, bound, rows_in - seq_dropped,

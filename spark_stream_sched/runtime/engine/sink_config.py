@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from spark_stream_sched.runtime.query.spec import QuerySpec, SpecView
+from spark_stream_sched.runtime.state.batch_metrics import KEEP_BATCHES
 
 #: Column of staged results naming the partition group that produced a row.
 GROUP_COL = "__group"
@@ -26,7 +27,8 @@ class SinkConfig(SpecView):
     ``spec`` is what the query computes (the same spec the source, job configs and the CLI
     build); the other fields wire Spark's rows to it and say where results go.
     ``idle_timeout_ms``: an input with no row for that long (wall-clock, on the driver) stops
-    holding the ready bound back (None: never).
+    holding the ready bound back (None: never). ``keep_metrics``: commit markers kept (at
+    least the last ``keep_versions``).
     """
 
     spec: QuerySpec
@@ -38,6 +40,7 @@ class SinkConfig(SpecView):
     keep_versions: int
     checkpoint_location: str | None = None
     idle_timeout_ms: int | None = None
+    keep_metrics: int = KEEP_BATCHES
 
     def wiring(self) -> dict[str, str | None]:
         """Options besides the spec that are fixed for a stateLocation (named as written)."""

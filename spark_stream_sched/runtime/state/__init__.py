@@ -11,10 +11,12 @@
 ``atomic.py``                 atomic write (temp + fsync + rename + directory fsync), exclusive
                               create, durable append, reads that name the missing file
 ``lock.py``                   :class:`~.lock.LocationLock`, one running query per state location
+``sweep.py``                  removes the temporary files of interrupted writes, under the lock
 ``snapshot.py``               checksummed, versioned snapshots of runtime state (never pickle)
 ``records.py``                checksummed JSON records (manifests, markers, owner records)
 ``definition.py``             the query definition recorded at first start (``_query.json``)
-``commit_log.py``             the sink's commit markers and owner record
+``commit_log.py``             the sink's commit markers
+``owner.py``                  owner records: one query per state location, source and sink
 ``batch_metrics.py``          the source's per-batch metrics files (parts per task, merged)
 ============================  =================================================================
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator
 
 from spark_stream_sched.errors import SpillError, StateError
 
 TEMP_SUFFIX = ".tmp"
+#: Names :func:`temp_path` gives (``.<name>.<32 hex digits>.tmp``): a crashed write's leftovers.
+TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 _ADVICE = ("nothing was committed — free space on that file system (or fix its permissions) "
            "and restart the query from its checkpoint")
 
@@ -48,6 +51,11 @@ def temp_path(path: str) -> str:
     """A fresh hidden temporary name beside ``path`` (never matched by ``*.<suffix>`` globs)."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is one :func:`temp_path` gives (a write in progress, or a crash's)."""
+    return TEMP_NAME.match(name) is not None
 
 
 def spill_error(path: str, exc: OSError, size: int | None = None) -> SpillError:

@@ -14,9 +14,9 @@ figures here, where ``spark_stream_sched.spark.metrics.OrderedAggProgress`` (a
 
 Every file is written by :func:`~spark_stream_sched.runtime.state.atomic.atomic_write`, so a
 reader never sees half a file and a replayed batch simply rewrites its parts. The newest
-:data:`KEEP_BATCHES` batch files are kept; part directories are deleted once merged and older
-than the committed version. Merging is deterministic, so whoever merges first writes the same
-file.
+``keepMetrics`` batch files are kept (default :data:`KEEP_BATCHES`); part directories are
+deleted once merged and older than the committed version. Merging is deterministic, so whoever
+merges first writes the same file.
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ from typing import Any
 
 from spark_stream_sched.runtime.state.atomic import atomic_write
 
-#: Batch files kept (about 1 KB each); older ones are deleted when a batch is committed.
+#: Batch files kept by default (option ``keepMetrics``; about 1-2 KB each); older ones are
+#: deleted when a batch is committed.
 KEEP_BATCHES = 1000
 METRICS_DIR = "metrics"
 _BATCH_FILE = re.compile(r"^batch-(\d{12})\.json$")
 #: Figures that are the same in every part (each task reads all of the batch's rows).
 _SHARED = ("rows_read", "late_dropped", "ready_bound", "newest_ts", "lag_ms",
            "late_files_skipped")
+#: Figures of each task's process: the batch's is the largest.
+_PEAK = ("worker_rss_bytes",)
 #: Figures that add up over the parts (each task owns its partition groups).
 _SUMMED = ("rows_of_partition", "rows_released", "rows_pending", "windows_out", "state_bytes",
            "groups", "state_files_written", "state_files_unchanged", "state_bytes_written",
@@ -91,6 +94,8 @@ def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) ->
         merged[key] = max((p[key] for p in parts if p.get(key) is not None), default=None)
     for key in _SUMMED:
         merged[key] = sum(int(p.get(key) or 0) for p in parts)
+    for key in _PEAK:
+        merged[key] = max((int(p[key]) for p in parts if p.get(key)), default=None)
     merged["seconds"] = max(float(p.get("seconds") or 0.0) for p in parts)
     _merge_groups(parts, merged)
     executors = [p["executor"] for p in parts if p.get("executor")]
@@ -137,12 +142,13 @@ def _merge_executor(progress: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def merge_batch(location: str, version: str, batch_id: int | None = None
-                ) -> dict[str, Any] | None:
+def merge_batch(location: str, version: str, batch_id: int | None = None,
+                driver: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Merge the parts of ``version`` into its batch file; None when it has no parts.
 
     The batch id is Spark's, recorded by the tasks; ``batch_id`` is used only when they had
     none (no Spark task context: tests), and by default is one past the newest batch file.
+    ``driver``: figures the driver adds (its RSS, the location's size at the commit).
     """
     parts = read_parts(location, version)
     if not parts:
@@ -152,7 +158,7 @@ def merge_batch(location: str, version: str, batch_id: int | None = None
         batch_id = int(ids[0])
     elif batch_id is None:
         batch_id = max(batch_ids(location), default=-1) + 1
-    merged = merge_parts(parts, version, batch_id)
+    merged = {**merge_parts(parts, version, batch_id), **(driver or {})}
     atomic_write(batch_path(location, batch_id), json.dumps(merged, sort_keys=True).encode())
     return merged
 

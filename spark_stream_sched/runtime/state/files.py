@@ -42,6 +42,7 @@ from spark_stream_sched.runtime.state.atomic import atomic_write, fsync_dir, rea
 from spark_stream_sched.runtime.state.group_cache import CACHE, DEFAULT_BUDGET, GroupCache
 from spark_stream_sched.runtime.state.records import read_record, seal
 from spark_stream_sched.runtime.state.store import (
+    CORRUPT_ADVICE,
     MISSING_ADVICE,
     Entry,
     GroupState,
@@ -142,15 +143,18 @@ class FileStateStore:
             data = self.cache.get(self.location, group, entry.version, entry.digest, stamp)
             if data is not None:
                 self.cache_hits += 1
-                return decode_group(data, group, f"{path} (cached)", MISSING_ADVICE, entry.hold)
+                return decode_group(data, group, path, CORRUPT_ADVICE, entry.hold)
         data = read_bytes(path, f"state of partition group {group}", MISSING_ADVICE)
+        state = decode_group(data, group, path, CORRUPT_ADVICE, entry.hold)  # corrupt: says so
         if digest_of(data) != entry.digest:
-            raise StateError(f"state file {path} does not match its manifest (SHA-256 "
-                             f"{digest_of(data)[:16]}..., expected {entry.digest[:16]}...): it "
-                             f"is corrupt or was replaced; {MISSING_ADVICE}")
-        if self.cache is not None:
+            raise StateError(f"state file {path} is intact but is not the file the manifest of "
+                             f"version {entry.version} names (SHA-256 {digest_of(data)[:16]}..., "
+                             f"expected {entry.digest[:16]}...): it was replaced, e.g. by "
+                             f"another query writing to this stateLocation or a restore from "
+                             f"another backup; {MISSING_ADVICE}")
+        if self.cache is not None:  # only what decoded and matched
             self.cache.put(self.location, group, entry.version, entry.digest, data, stamp)
-        return decode_group(data, group, path, MISSING_ADVICE, entry.hold)
+        return state
 
     # -- put a group, commit a version -------------------------------------------------------
 
@@ -247,7 +251,7 @@ def manifest_names(directory: str) -> list[str]:
 
 def read_manifest(path: str, version: str) -> dict[int, Entry | None]:
     """One manifest's entries (StateError naming it when damaged or of another version)."""
-    record = read_record(path, "state manifest", MISSING_ADVICE)
+    record = read_record(path, "state manifest", CORRUPT_ADVICE)
     if (record.get("format") != MANIFEST_FORMAT or record.get("version") != version
             or record.get("format_version") != MANIFEST_VERSION):
         raise StateError(f"state manifest {path} is not a manifest of version {version} in "

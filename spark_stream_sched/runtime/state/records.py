@@ -42,7 +42,7 @@ def unseal(data: bytes) -> dict[str, Any]:
         raise ValueError("not a checksummed record")
     checksum = record.pop(CHECKSUM)
     if checksum != _digest(record):
-        raise ValueError("checksum mismatch: the file is corrupt or truncated")
+        raise ValueError("truncated or damaged: its content does not match its checksum")
     return record
 
 
@@ -52,10 +52,11 @@ def read_record(path: str, what: str, advice: str) -> dict[str, Any]:
     Raises
     ------
     StateError
-        Missing, truncated or corrupt, naming ``what``, the file and ``advice``.
+        Missing (``"<what> is missing: <path>"``), or truncated or corrupt (``"<what> <path>
+        is corrupt (...)"``), followed by ``advice``.
     """
     data = read_bytes(path, what, advice)
     try:
         return unseal(data)
-    except ValueError as exc:
-        raise StateError(f"{what} {path} cannot be read ({exc}); {advice}") from exc
+    except ValueError as exc:  # not JSON, not UTF-8, a wrong checksum: the bytes are damaged
+        raise StateError(f"{what} {path} is corrupt ({exc}); {advice}") from exc

@@ -83,10 +83,11 @@ def decode(data: bytes, expected_kind: str) -> tuple[dict[str, Any], dict[str, p
         unsupported format version, or hold another kind of state than ``expected_kind``.
     """
     if len(data) < len(MAGIC) + _DIGEST or not data.startswith(MAGIC):
-        raise StateError("not a spark_stream_sched snapshot (bad magic or too short)")
+        raise StateError("not a spark_stream_sched snapshot: bad magic, or truncated to "
+                         f"{len(data)} bytes")
     payload, digest = data[:-_DIGEST], data[-_DIGEST:]
     if hashlib.sha256(payload).digest() != digest:
-        raise StateError("snapshot checksum mismatch: the state is corrupted or truncated")
+        raise StateError("truncated or damaged: its content does not match its checksum")
     reader = _Reader(payload)
     reader.take(len(MAGIC))
     version = reader.unpack("<H")

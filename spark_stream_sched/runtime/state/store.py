@@ -38,6 +38,11 @@ from spark_stream_sched.runtime.state.snapshot import decode, encode
 
 #: Snapshot kind of one group's state.
 KIND = "ordered-agg-group"
+#: What to do about a state file that is corrupt (truncated, a flipped byte): the file is named
+#: first, the cause is the file, not the checkpoint.
+CORRUPT_ADVICE = ("restore the file from a backup of the stateLocation and restart the query; "
+                  "without one, start the query with a new checkpointLocation and "
+                  "stateLocation, which recomputes every result from the inputs")
 MISSING_ADVICE = ("the state directory was changed or damaged while the query ran; restore it, "
                   "or restart the query with a fresh checkpointLocation and stateLocation")
 
@@ -134,8 +139,8 @@ def decode_group(data: bytes, group: int, where: str, advice: str,
     try:
         meta, tables = decode(data, KIND)
     except StateError as exc:
-        raise StateError(f"state of partition group {group} in {where} is corrupt ({exc}); "
-                         f"{advice}") from exc
+        raise StateError(f"state file {where} is corrupt ({exc}): partition group {group} "
+                         f"cannot be loaded; {advice}") from exc
     if meta.get("group") != group:
         raise StateError(f"state in {where} holds partition group {meta.get('group')}, not "
                          f"{group}; {advice}")

@@ -170,8 +170,8 @@ def test_record_round_trip_replay_and_corruption(tmp_path: Path) -> None:
     assert assignments.read_assignment(str(tmp_path), "000-c") is None
     path = Path(assignments.record_path(str(tmp_path), "000-b"))
     path.write_text(path.read_text().replace('"tasks": 2', '"tasks": 3'))
-    with pytest.raises(StateError, match=r"recorded group assignment .*000-b\.json cannot be "
-                                         r"read \(checksum mismatch"):
+    with pytest.raises(StateError, match=r"recorded group assignment .*000-b\.json is corrupt "
+                                         r"\(truncated or damaged"):
         assignments.read_assignment(str(tmp_path), "000-b")
 
 

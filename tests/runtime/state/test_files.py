@@ -175,7 +175,8 @@ def test_a_file_that_does_not_match_its_manifest_is_refused(tmp_path: Path) -> N
     commit(tmp_path, "v1", "v2", {0: state(1)})
     path = Path(version_dir(str(tmp_path), "v1")) / "group-0000.t0000.state"
     path.write_bytes(encode_group(0, state(5)))  # a valid file, other content
-    with pytest.raises(StateError, match=r"does not match its manifest"):
+    with pytest.raises(StateError, match=r"group-0000\.t0000\.state is intact but is not the "
+                                         r"file the manifest of version v1 names"):
         load(tmp_path, 0, "v2")
 
 
@@ -184,7 +185,8 @@ def test_a_corrupt_manifest_names_the_file(tmp_path: Path) -> None:
     (name,) = manifest_names(version_dir(str(tmp_path), "v1"))
     manifest = Path(version_dir(str(tmp_path), "v1")) / name
     manifest.write_bytes(manifest.read_bytes().replace(b'"v1"', b'"v9"', 1))
-    with pytest.raises(StateError, match=r"_manifest-t0000\.json cannot be read"):
+    with pytest.raises(StateError, match=r"_manifest-t0000\.json is corrupt \(truncated or "
+                                         r"damaged"):
         FileStateStore(str(tmp_path)).entries("v1")
 
 
@@ -195,7 +197,8 @@ def test_state_of_another_group_is_refused(tmp_path: Path) -> None:
     (directory / "group-0002.t0000.state").write_bytes(other)
     files = FileStateStore(str(tmp_path), cache=None)
     entry = files.entries("v1")[2]
-    with pytest.raises(StateError, match="does not match its manifest"):
+    with pytest.raises(StateError, match=r"group-0002\.t0000\.state holds partition group 1, "
+                                         r"not 2"):
         files.get(2, entry)
 
 
@@ -219,4 +222,33 @@ def test_a_damaged_file_is_reported_although_the_cache_holds_its_state(
     damaged = data[: len(data) // 2] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 1])
     path.write_bytes(bytes(damaged))
     with pytest.raises(StateError, match=str(path)):
+        load(tmp_path, 0, "v1", cache)
+
+
+@pytest.mark.parametrize(("how", "reason"), [
+    ("truncate", "truncated or damaged: its content does not match its checksum"),
+    ("flip", "truncated or damaged: its content does not match its checksum"),
+    ("cut", "not a spark_stream_sched snapshot: bad magic, or truncated to 7 bytes"),
+])
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_corrupt_state_file_is_called_corrupt_first(tmp_path: Path, how: str, reason: str,
+                                                     cached: bool) -> None:
+    """Before, a truncated file was 'state file ... does not match its manifest', which reads as
+    a checkpoint or manifest mismatch; the file is named first, with what to do."""
+    cache = GroupCache() if cached else None
+    commit(tmp_path, None, "v1", {0: state(1, 2, 3)}, cache)
+    path = Path(version_dir(str(tmp_path), "v1")) / "group-0000.t0000.state"
+    data = path.read_bytes()
+    damaged = {"truncate": data[: len(data) // 2], "cut": data[:7],
+               "flip": data[:40] + bytes([data[40] ^ 1]) + data[41:]}[how]
+    path.write_bytes(damaged)
+    os.utime(path, ns=(1, 1))  # another stamp than the one cached
+    with pytest.raises(StateError) as info:
+        load(tmp_path, 0, "v1", cache)
+    assert str(info.value).splitlines()[0] == (
+        f"state file {path} is corrupt ({reason}): partition group 0 cannot be loaded; restore "
+        f"the file from a backup of the stateLocation and restart the query; without one, "
+        f"start the query with a new checkpointLocation and stateLocation, which recomputes "
+        f"every result from the inputs")
+    with pytest.raises(StateError):  # and a corrupt file is never cached
         load(tmp_path, 0, "v1", cache)

@@ -7,13 +7,18 @@ rounds took 1.7-3.4x the third on the 2 M-row workload), then ``runs`` timed rou
 batching A, then one round with batching B (not the floors: they replay the source's
 batching-A micro-batches). Reported per engine:
 
-* the median wall time of the timed runs, and its ratios to native's median (``native/this``)
-  and to the floors' medians (``x floor``, ``x empty floor``);
+* the median wall time of the timed runs, and its ratios to native's and native-minby's
+  medians (``native/this``, ``minby/this``) and to the floors' medians (``x floor``, ``x empty
+  floor``);
 * whether every run's output (warm-up and B included) equals the truth
-  (:func:`~.spark_data.matches`), whether the batching-A runs gave identical rows, and batching
-  B the same rows as A;
+  (:func:`~.spark_data.matches`), whether every row it emitted does
+  (:func:`~.spark_data.emitted_match`: native's append mode leaves the last windows open, so
+  only this can hold for it) and how many windows it left open, whether the batching-A runs
+  gave identical rows, and batching B the same rows as A;
 * the CPU time of Spark's processes by role (:mod:`.spark_cpu`), as a mean per timed run, and for
-  the sink what its commit markers count (:func:`sink_counters`).
+  the sink what its commit markers count (:func:`sink_counters`);
+* Spark's own task metrics (:mod:`.spark_stages`, :func:`stage_summary`): the seconds the
+  tasks held executor cores, the wall time outside them, the shuffle bytes per input row.
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_stream_sched.bench.spark_cpu import ROLES, measure
+from spark_stream_sched.bench.spark_cpu import JVM_PARTS, ROLES, measure
 from spark_stream_sched.bench.spark_data import (
     Output,
     Truth,
     Workload,
     differing,
+    emitted_match,
     first_differs,
     matches,
     prepare_data,
@@ -56,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 #: Every engine, in the order of the tables.
-ENGINES = ("native", "ordered-agg", "transform", "ordered-agg-sink",
+ENGINES = ("native", "native-minby", "ordered-agg", "transform", "ordered-agg-sink",
            "ordered-agg-sink-unpartitioned", *FLOORS)
 #: ``(engine, workload, output directory, files per input per batch, floor) -> record``.
 RunEngine = Callable[[str, Workload, Path, int, Floor | None], Record]
@@ -169,6 +175,8 @@ def summarise(case: Case, engine: str, work: Workload, records: Sequence[Record]
         # floor-empty and the input floors yield nothing by design: no output to compare
         "matches_truth": None if engine in NO_OUTPUT else all(
             matches(rows, truth) for rows in every_run),
+        "emitted_match_truth": None if engine in NO_OUTPUT else all(
+            emitted_match(rows, truth) for rows in every_run),
         "identical_over_runs": between_runs == 0, "rows_differing_over_runs": between_runs,
         "first_differs_over_runs_pct": round(100.0 * unstable / len(first), 2)
         if first else None,
@@ -179,7 +187,7 @@ def summarise(case: Case, engine: str, work: Workload, records: Sequence[Record]
         **({"rows_read": [r["rows_read"] for r in records]} if "rows_read" in records[0]
            else {}),
         "oracle": oracle, **truth_scores(first, truth), **cpu_by_role(records),
-        **sink_counters(records),
+        **sink_counters(records), **stage_summary(records, work.rows),
     }
 
 
@@ -188,15 +196,48 @@ def cpu_by_role(records: Sequence[Record]) -> Record:
 
     ``proc_driver_share_pct`` = driver-side Python (``commit`` + ``driver``) / all Python
     (``commit`` + ``driver`` + ``tasks``), from ``/proc`` (:mod:`.spark_cpu`).
+    ``task_cpu_s`` = the tasks' Python workers + the JVM's task threads; ``driver_cpu_s`` = the
+    driver's Python processes (``commit`` + ``driver``) + the JVM's driver threads (in local
+    mode; on a cluster the executors are not this machine's processes and only the driver's
+    side is seen).
     """
-    out = {f"cpu_{role}_s": round(sum(r["cpu"][role] for r in records) / len(records), 3)
-           for role in ROLES}
-    out["cpu_total_s"] = round(sum(out.values()), 3)
+    def mean(role: str) -> float:
+        return round(sum(float(r["cpu"].get(role, 0.0)) for r in records) / len(records), 3)
+
+    out: Record = {f"cpu_{role}_s": mean(role) for role in (*ROLES, *JVM_PARTS)}
+    out["cpu_total_s"] = round(sum(out[f"cpu_{role}_s"] for role in ROLES), 3)
     driver = out["cpu_commit_s"] + out["cpu_driver_s"]
     python = driver + out["cpu_tasks_s"]
     # below that, the Python CPU is sampling noise (native runs no Python)
     out["proc_driver_share_pct"] = round(100.0 * driver / python, 1) if python > 0.05 else None
+    out["task_cpu_s"] = round(out["cpu_tasks_s"] + out["cpu_jvm_tasks_s"], 3)
+    out["driver_cpu_s"] = round(driver + out["cpu_jvm_driver_s"], 3)
     return out
+
+
+def stage_summary(records: Sequence[Record], rows: int, cores: int | None = None) -> Record:
+    """Medians over the runs of Spark's task metrics (:func:`.spark_stages.stage_totals`).
+
+    ``task_s``: seconds the query's tasks held an executor core; ``outside_tasks_s`` (one
+    executor ``cores`` only, where tasks run one at a time): wall time less that, the serial
+    part of the run; ``shuffle_bytes_per_row``: shuffle bytes written per input row; ``tasks``:
+    tasks run. Empty when a run has no metrics (a session without the REST API).
+    """
+    runs = [r.get("stages") or {} for r in records]
+    if not runs or not all(runs):
+        return {}
+
+    def median(values: Sequence[float]) -> float:
+        return round(statistics.median(values), 3)
+
+    return {"task_s": median([s["task_s"] for s in runs]),
+            "task_jvm_cpu_s": median([s["task_jvm_cpu_s"] for s in runs]),
+            "outside_tasks_s": median([r["seconds"] - s["task_s"]
+                                       for r, s in zip(records, runs, strict=True)])
+            if cores == 1 else None,
+            "shuffle_bytes_per_row": round(median([s["shuffle_write_bytes"] for s in runs])
+                                           / rows, 2),
+            "tasks": round(median([s["tasks"] for s in runs]))}
 
 
 def sink_counters(records: Sequence[Record]) -> Record:
@@ -231,7 +272,8 @@ def with_ratios(results: list[Record]) -> list[Record]:
         r.update(x_floor=ratio(r["seconds_median"], median.get("floor-precomputed")),
                  x_empty_floor=ratio(r["seconds_median"], median.get("floor-empty")),
                  x_python_floor=ratio(r["seconds_median"], median.get("floor-python")),
-                 speedup_vs_native=ratio(median.get("native"), r["seconds_median"]))
+                 speedup_vs_native=ratio(median.get("native"), r["seconds_median"]),
+                 speedup_vs_minby=ratio(median.get("native-minby"), r["seconds_median"]))
     return results
 
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from spark_stream_sched.bench.spark_cases import ENGINES, Record
+from spark_stream_sched.bench.spark_model import PROJECT_CORES
 from spark_stream_sched.errors import ConfigError
 
 
@@ -36,7 +37,17 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                              "--quick: 0)")
     parser.add_argument("--cores", default="1,2",
                         help="executor cores of the scaling runs, each local[n] in a process "
-                             "of its own (default 1,2; 0: skip)")
+                             "of its own (default 1,2; 0: skip); local[1] gives the scaling "
+                             "model its inputs")
+    parser.add_argument("--project-cores", default=",".join(map(str, PROJECT_CORES)),
+                        help="executor cores the scaling model projects the throughput to "
+                             f"(default {','.join(map(str, PROJECT_CORES))})")
+    parser.add_argument("--cluster", metavar="MASTER_URL",
+                        help="also run the source, ordered() and the sink on this running "
+                             "standalone master (spark://host:port; the input files must be "
+                             "readable by its executors) and compare with the model")
+    parser.add_argument("--cluster-cores", type=int, default=2,
+                        help="executor cores to take from --cluster (default 2)")
 
 
 def run_bench(args: argparse.Namespace) -> list[Record]:
@@ -47,6 +58,16 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
     if unknown or not engines:
         raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINES)}")
     cores = [n for n in _ints("--cores", getattr(args, "cores", "1,2"), None) if n]
+    project = _ints("--project-cores", getattr(args, "project_cores", "4,16,64"), None)
+    cluster = getattr(args, "cluster", None)
+    cluster_cores = getattr(args, "cluster_cores", 2)
+    if 0 in project:
+        raise ConfigError(f"--project-cores {args.project_cores!r}: core counts must be >= 1")
+    if cluster is not None and not str(cluster).startswith("spark://"):
+        raise ConfigError(f"--cluster {cluster!r}: expected a standalone master URL like "
+                          f"spark://127.0.0.1:7077")
+    if cluster_cores < 1:
+        raise ConfigError(f"--cluster-cores {cluster_cores}: must be >= 1")
     quick = getattr(args, "quick", False)
     from spark_stream_sched.bench.spark_bench import run
 
@@ -56,7 +77,8 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
                workdir=args.workdir, master=args.master,
                show_progress=not getattr(args, "no_progress", False), engines=engines,
                long_rows=_count(args, "long_rows", 8_000_000), cores=cores,
-               warmup=_count(args, "warmup", 1))
+               warmup=_count(args, "warmup", 1), cluster=cluster, cluster_cores=cluster_cores,
+               project=project)
 
 
 def _ints(flag: str, text: str, count: int | None) -> list[int]:
@@ -88,7 +110,8 @@ def _format(results: list[Record]) -> str:
 
 
 #: ``Bench(*BENCH)`` in ``commands/bench.py``: help, add_args, run, format.
-BENCH = ("Spark native vs the ordered-agg source, ordered() and the sink, with floors, end to end",
+BENCH = ("Spark native (first() and min_by) vs the ordered-agg source, ordered() and the sink, "
+         "with floors, end to end; scaling measured on 1-2 cores and projected",
          add_args, run_bench, _format)
 
 

@@ -31,6 +31,13 @@ after its last sample (at most ``interval`` seconds of its life) is not counted,
 that lives less than one interval: the figures are lower bounds, and ``exited`` counts the
 processes that ended during the measurement. The bench process itself (the driver's py4j
 client, which also runs ``finish_sink``) is not among them.
+
+The JVM's CPU is also split by thread (``/proc/<pid>/task/<tid>/stat``, whose ``comm`` is the
+first 15 characters of the Java thread's name): ``jvm_tasks``, the executor's task threads
+(``Executor task launch worker ...``) and the threads feeding Python workers (``stdout writer
+for ...``); ``jvm_runtime``, the JIT compilers and garbage collectors; ``jvm_driver``, the rest
+of the JVM's CPU (the total less those two: the driver's threads, the stream execution loop,
+the scheduler, RPC, and threads too short-lived to be sampled).
 """
 
 from __future__ import annotations
@@ -44,6 +51,12 @@ from dataclasses import dataclass, field
 #: Seconds between two samples of the process tree.
 INTERVAL = 0.1
 ROLES = ("tasks", "commit", "driver", "jvm")
+#: The JVM's CPU by thread (module doc); they add up to ``jvm``.
+JVM_PARTS = ("jvm_tasks", "jvm_runtime", "jvm_driver")
+#: ``comm`` prefixes of the JVM threads of ``jvm_tasks`` and ``jvm_runtime``.
+_THREADS = (("jvm_tasks", ("Executor task", "stdout writer")),
+            ("jvm_runtime", ("C1 Compiler", "C2 Compiler", "GC Thread", "G1 ", "VM Thread",
+                             "VM Periodic", "Sweeper")))
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -61,16 +74,23 @@ def role_of(cmdline: str) -> str | None:
     return "driver" if module.startswith("pyspark.") else None
 
 
-def _stat(pid: str) -> tuple[int, int, float] | None:
-    """``(ppid, start time in ticks, CPU seconds)`` of a process, None when it is gone."""
+def thread_role(comm: str) -> str | None:
+    """``jvm_tasks`` or ``jvm_runtime`` for a JVM thread named ``comm``; None for the rest."""
+    return next((role for role, prefixes in _THREADS if comm.startswith(prefixes)), None)
+
+
+def _stat(path: str) -> tuple[str, int, int, float] | None:
+    """``(comm, ppid, start time in ticks, CPU seconds)`` from a ``stat`` file; None if gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with open(path, "rb") as handle:
             text = handle.read()
     except OSError:
         return None
-    fields = text[text.rindex(b")") + 2:].split()  # after "pid (comm) "
+    close = text.rindex(b")")
+    comm = text[text.index(b"(") + 1:close].decode(errors="replace")
+    fields = text[close + 2:].split()  # after "pid (comm) "
     # fields[0] is the state: ppid is field 4 of stat(5), utime 14, stime 15, starttime 22
-    return int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / _TICKS
+    return comm, int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _cmdline(pid: int) -> str:
@@ -88,42 +108,84 @@ class _Seen:
     last: float
 
 
+#: A process ``(pid, start)`` or a JVM thread ``(pid, start, tid, thread start)``.
+_Key = tuple[int, ...]
+
+
 @dataclass
 class ProcessCpu:
-    """Samples the CPU time of the descendants of ``root`` by role (module doc)."""
+    """Samples the CPU time of the descendants of ``root`` by role (module doc).
+
+    A process keeps the role of its command line; a JVM thread's CPU between two samples goes
+    to the role of its name at the later one (an executor renames its pooled threads per task,
+    and a thread may be first seen before it names itself).
+    """
 
     root: int = field(default_factory=os.getpid)
     interval: float = INTERVAL
-    seen: dict[tuple[int, int], _Seen] = field(default_factory=dict)
-    alive: set[tuple[int, int]] = field(default_factory=set)
+    seen: dict[_Key, _Seen] = field(default_factory=dict)
+    threads: dict[_Key, float] = field(default_factory=dict)
+    thread_cpu: dict[str, float] = field(default_factory=dict)
+    alive: set[_Key] = field(default_factory=set)
     exited: int = 0
 
+    def baseline(self) -> None:
+        """Sample, and count only what every process and thread uses from now on."""
+        self.sample()
+        for process in self.seen.values():
+            process.first = process.last
+        self.thread_cpu.clear()
+
     def sample(self) -> None:
-        """Read every descendant's CPU time once."""
+        """Read every descendant's CPU time once, and every JVM thread's."""
         stats = {int(p): s for p in os.listdir("/proc") if p.isdigit()
-                 and (s := _stat(p)) is not None}
+                 and (s := _stat(f"/proc/{p}/stat")) is not None}
         children: dict[int, list[int]] = {}
-        for pid, (ppid, _, _) in stats.items():
+        for pid, (_, ppid, _, _) in stats.items():
             children.setdefault(ppid, []).append(pid)
-        alive, stack = set(), list(children.get(self.root, []))
+        alive: set[_Key] = set()
+        stack = list(children.get(self.root, []))
         while stack:
             pid = stack.pop()
             stack += children.get(pid, [])
-            key, cpu = (pid, stats[pid][1]), stats[pid][2]
+            key, cpu = (pid, stats[pid][2]), stats[pid][3]
             alive.add(key)
             if key in self.seen:
                 self.seen[key].last = cpu
             else:  # appeared since the last sample: everything it used counts
                 self.seen[key] = _Seen(role_of(_cmdline(pid)), 0.0, cpu)
+            if self.seen[key].role == "jvm":
+                self._sample_threads(key)
         self.exited += len(self.alive - alive)
         self.alive = alive
 
+    def _sample_threads(self, process: _Key) -> None:
+        """Add each JVM thread's CPU since the last sample to the role of its name."""
+        try:
+            tids = os.listdir(f"/proc/{process[0]}/task")
+        except OSError:
+            return
+        for tid in tids:
+            stat = _stat(f"/proc/{process[0]}/task/{tid}/stat")
+            if stat is None:
+                continue
+            name, _, start, cpu = stat
+            key = (*process, int(tid), start)
+            role = thread_role(name)
+            if role is not None:
+                self.thread_cpu[role] = (self.thread_cpu.get(role, 0.0) + cpu
+                                         - self.threads.get(key, 0.0))
+            self.threads[key] = cpu
+
     def by_role(self) -> dict[str, float]:
-        """CPU seconds per role between the first sample and the latest one."""
-        totals = dict.fromkeys(ROLES, 0.0)
+        """CPU seconds per role (and JVM part) between the first sample and the latest one."""
+        totals = dict.fromkeys((*ROLES, *JVM_PARTS), 0.0)
         for process in self.seen.values():
             if process.role is not None:
                 totals[process.role] += process.last - process.first
+        totals.update(self.thread_cpu)
+        totals["jvm_driver"] = max(0.0, totals["jvm"] - totals["jvm_tasks"]
+                                   - totals["jvm_runtime"])
         return {role: round(seconds, 3) for role, seconds in totals.items()}
 
 
@@ -135,9 +197,7 @@ def measure() -> Iterator[ProcessCpu]:
     every process that appears later counts from zero.
     """
     cpu = ProcessCpu()
-    cpu.sample()
-    for process in cpu.seen.values():
-        process.first = process.last
+    cpu.baseline()
     stop = threading.Event()
 
     def loop() -> None:

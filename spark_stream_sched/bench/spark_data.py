@@ -29,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_stream_sched.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 #: Above this many rows the truth comes from :func:`true_windows` instead of the pure-Python
@@ -65,8 +67,11 @@ class Workload:
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        """The inputs' Arrow schema (of the first data file)."""
-        return pq.read_schema(min(Path(self.dirs[0]).glob("part-*.parquet")))
+        """The inputs' Arrow schema (of the first data file); ConfigError if there is none."""
+        files = sorted(Path(self.dirs[0]).glob("part-*.parquet"))
+        if not files:
+            raise ConfigError(f"bench spark: no input file part-*.parquet in {self.dirs[0]}")
+        return pq.read_schema(files[0])
 
     def max_records(self, files: int) -> int:
         """Rows in ``files`` files of every input: the source's limit for that batching."""
@@ -210,7 +215,11 @@ def first_differs(a: Output, b: Output) -> float | None:
 
 
 def truth_scores(rows: Output, truth: Truth) -> dict[str, Any]:
-    """Windows emitted, duplicates, and the shares of ``first``/``count`` equal to the truth."""
+    """Windows emitted and left open, duplicates, and how many emitted ones are right.
+
+    ``windows_open``: true windows not emitted; ``first_matches_pct`` / ``count_matches_pct``:
+    shares of the emitted true windows whose ``first`` / ``count`` equal the truth.
+    """
     rows_dup = rows.get(DUPLICATES, (0,))[0]
     rows = {k: v for k, v in rows.items() if k != DUPLICATES}
     emitted = [k for k in rows if k in truth]
@@ -221,15 +230,24 @@ def truth_scores(rows: Output, truth: Truth) -> dict[str, Any]:
         return round(100.0 * n / len(emitted), 2) if emitted else None
 
     return {"windows_emitted": len(rows), "windows_true": len(truth),
-            "duplicate_rows": rows_dup,
+            "windows_open": len(truth.keys() - rows.keys()), "duplicate_rows": rows_dup,
             "first_matches_pct": share(first_ok), "count_matches_pct": share(count_ok)}
 
 
 def matches(rows: Output, truth: Truth) -> bool:
     """Every true (window, key) emitted once with the true count and first value, no other."""
-    if DUPLICATES in rows or rows.keys() != truth.keys():
+    return rows.keys() == truth.keys() and emitted_match(rows, truth)
+
+
+def emitted_match(rows: Output, truth: Truth) -> bool:
+    """Every emitted (window, key) is a true one, emitted once, with its true count and first.
+
+    True windows that were not emitted (left open) do not count against it.
+    """
+    if DUPLICATES in rows:
         return False
-    return all(rows[k][0] == truth[k][0] and rows[k][2] == truth[k][1] for k in truth)
+    return all(k in truth and n == truth[k][0] and first == truth[k][1]
+               for k, (n, _, first) in rows.items())
 
 
 # -- the options of our engines ------------------------------------------------------------------

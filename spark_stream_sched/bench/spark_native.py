@@ -5,7 +5,11 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
 ``Trigger.AvailableNow`` and writes Parquet:
 
 * **native**: ``union`` of N file streams + ``withWatermark`` + ``groupBy(window, key)``
-  (append mode);
+  (append mode) with ``first(value)``, which Spark documents as non-deterministic;
+* **native-minby**: the same query with the first value a careful Spark user computes instead,
+  ``min_by(value, struct(ts, input, _metadata.file_name, _metadata.row_index))``: the minimum
+  by a position built from Spark's own file metadata, right on ties (the files' names sort in
+  stream order). It is the honest native peer of an ordered first value;
 * **ordered-agg**: the source, ``spark.readStream.format("ordered-agg")`` over the N directories;
 * **transform**: ``ordered(...)`` over the N file streams -> ``window`` -> ``agg``
   (``transformWithStateInPandas``, RocksDB state) into Spark's Parquet sink;
@@ -21,13 +25,9 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   them, can take; **floor-tws**: the transformation's packed input through
   ``transformWithStateInPandas`` with a processor that does nothing.
 
-Each engine runs ``runs`` times with batching A and once with batching B (:mod:`.spark_cases`);
-the transformation, the sink and the python floor also run on ``local[1]`` and ``local[2]``
-in processes of their own (:mod:`.spark_scaling`); the CPU time of Spark's processes is
-sampled by role (:mod:`.spark_cpu`). This module holds the queries (the only ``bench`` module
-that imports pyspark); the cases are run by :mod:`.spark_bench`, the command line is
-:mod:`.spark_cli`: ``spark-stream-sched bench spark`` or ``python -m
-spark_stream_sched.bench.spark_cli``.
+This module holds the queries; :mod:`.spark_bench` runs the cases (the engines that scale also
+on ``local[1]``, ``local[2]`` and a cluster, projected by :mod:`.spark_model`), :mod:`.spark_cli`
+is ``spark-stream-sched bench spark``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from spark_stream_sched.bench.spark_floor import (
     Floor,
     floor_stream,
 )
+from spark_stream_sched.bench.spark_stages import last_stage, stage_totals
 from spark_stream_sched.errors import ConfigError
 
 __all__ = ["LONG_ENGINES", "reference_windows", "run_engine", "true_windows"]
@@ -71,10 +72,19 @@ def run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
     """Run one engine's query into ``out``; return ``{"seconds": wall time, ...}``.
 
     ``files``: files per input per micro-batch (the source gets as many rows; 0 gives it its
-    default sizing). ``floor``: the precomputed output (floor engines only).
+    default sizing). ``floor``: the precomputed output (floor engines only). ``stages``: the
+    query's task metrics as Spark's executors measured them (:mod:`.spark_stages`; empty
+    when the session serves no REST API).
     """
-    if engine == "native":
-        return run_native(spark, work, out, files)
+    before = last_stage(spark)
+    record = _run_engine(spark, engine, work, out, files, floor)
+    return {**record, "stages": stage_totals(spark, before)}
+
+
+def _run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
+                floor: Floor | None) -> Record:
+    if engine in ("native", "native-minby"):
+        return run_native(spark, work, out, files, minby=engine == "native-minby")
     if engine == "ordered-agg":
         return run_ordered(spark, work, out, work.max_records(files) if files else None)
     if engine == "transform":
@@ -115,22 +125,50 @@ def _to_parquet(frame: Any, out: Path) -> Any:
             .option("checkpointLocation", str(out / "ck")))
 
 
-def run_native(spark: Any, work: Workload, out: Path, files: int) -> Record:
-    """Union + watermark + sliding window + first() (append mode)."""
+def run_native(spark: Any, work: Workload, out: Path, files: int, minby: bool = False) -> Record:
+    """Union + watermark + sliding window + ``first()`` (``minby``: ``min_by``), append mode."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    from spark_stream_sched.jobs.runner import file_streams
-
-    frame = file_streams(spark, [Path(d) for d in work.dirs], "parquet", work.schema, files)
+    frame = _native_inputs(spark, work, files, minby)
+    first = (F.min_by("value", F.col(_POSITION)) if minby else F.first("value"))
     result = (frame.withColumn("event_time", F.timestamp_millis("ts"))
               .withWatermark("event_time", work.watermark)
               .groupBy(F.window("event_time", work.size, work.slide), "meter")
-              .agg(F.count("*").alias("n"), F.avg("value").alias("mean"),
-                   F.first("value").alias("first_v"))
+              .agg(F.count("*").alias("n"), F.avg("value").alias("mean"), first.alias("first_v"))
               .select(F.unix_millis(F.col("window.start")).alias("window_start"),
                       F.unix_millis(F.col("window.end")).alias("window_end"),
                       "meter", "n", "mean", "first_v"))
     return {"seconds": _run_query(_to_parquet(result, out).outputMode("append"))}
+
+
+#: native-minby's position column: ``struct(ts, input, file name, row index)``.
+_POSITION = "position"
+
+
+def _native_inputs(spark: Any, work: Workload, files: int, minby: bool) -> Any:
+    """The union of the N file streams; with ``minby`` each row also carries its position.
+
+    The position is built on each input's own stream (Spark resolves ``_metadata`` on a file
+    scan, not on a union): ``struct(ts, input, _metadata.file_name, _metadata.row_index)``.
+    """
+    from functools import reduce
+
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from spark_stream_sched.jobs.runner import INPUT_ID_COLUMN, file_streams
+
+    dirs = [Path(d) for d in work.dirs]
+    if not minby:
+        return file_streams(spark, dirs, "parquet", work.schema, files)
+    streams = []
+    for i, directory in enumerate(dirs):
+        stream = file_streams(spark, [directory], "parquet", work.schema, files).withColumn(
+            INPUT_ID_COLUMN, F.lit(i).cast("int"))
+        streams.append(stream.withColumn(_POSITION, F.struct(
+            "ts", INPUT_ID_COLUMN, F.col("_metadata.file_name").alias("file_name"),
+            F.col("_metadata.row_index").alias("row_index"))))
+    return reduce(DataFrame.unionByName, streams)
 
 
 def run_ordered(spark: Any, work: Workload, out: Path, max_records: int | None) -> Record:

@@ -35,14 +35,25 @@ def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> Non
         assert by[floor]["matches_truth"] is None, floor
         assert by[floor]["windows_emitted"] == 0, floor
     # native's append mode never closes the last windows: it cannot equal the truth
-    assert by["native"]["windows_emitted"] < by["native"]["windows_true"]
-    assert by["native"]["matches_truth"] is False
+    for engine in ("native", "native-minby"):
+        assert by[engine]["windows_emitted"] < by[engine]["windows_true"], engine
+        assert by[engine]["windows_open"] > 0, engine
+        assert by[engine]["matches_truth"] is False, engine
+    # min_by over Spark's file positions is right on every window it emits, in every run
+    minby = by["native-minby"]
+    assert minby["first_matches_pct"] == 100.0
+    assert minby["emitted_match_truth"] is True
+    assert minby["first_differs_across_batchings_pct"] == 0.0
+    for engine in OURS:
+        assert by[engine]["emitted_match_truth"] is True, engine
+        assert by[engine]["windows_open"] == 0, engine
 
 
 def test_ratios_are_against_native_and_the_floors_of_the_same_run(results) -> None:
     median = {r["engine"]: r["seconds_median"] for r in results}
     for r in results:
         assert r["speedup_vs_native"] == round(median["native"] / r["seconds_median"], 2)
+        assert r["speedup_vs_minby"] == round(median["native-minby"] / r["seconds_median"], 2)
         assert r["x_floor"] == round(r["seconds_median"] / median["floor-precomputed"], 2)
         assert r["x_empty_floor"] == round(r["seconds_median"] / median["floor-empty"], 2)
         assert r["x_python_floor"] == round(r["seconds_median"] / median["floor-python"], 2)
@@ -66,6 +77,8 @@ def test_the_partitioned_sink_merges_on_the_executors_and_reports_its_cpu(result
 def test_the_report_has_the_times_and_the_cpu_tables(results) -> None:
     text = format_results(results)
     assert "native/this" in text
+    assert "minby/this" in text
+    assert "windows open" in text
     assert "marker driver %" in text
     assert text.count("ordered-agg-sink-unpartitioned") == 2
     assert "x python floor" in text

@@ -9,7 +9,20 @@ from pathlib import Path
 import pytest
 
 from spark_stream_sched.bench import spark_cases, spark_cli, spark_native
-from spark_stream_sched.bench.spark_cases import Case, cpu_by_role, sink_counters, with_ratios
+from spark_stream_sched.bench.spark_cases import (
+    Case,
+    cpu_by_role,
+    sink_counters,
+    stage_summary,
+    with_ratios,
+)
+from spark_stream_sched.bench.spark_data import (
+    DUPLICATES,
+    emitted_match,
+    matches,
+    truth_scores,
+)
+from spark_stream_sched.bench.spark_model import model_rows, projected_seconds
 from spark_stream_sched.bench.spark_report import format_results
 from spark_stream_sched.errors import ConfigError
 
@@ -83,11 +96,92 @@ def test_ratios_and_the_tables() -> None:
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--batchings", "4"], "--batchings '4'"),
-    (["--engines", "native,spark"], "choose from native, ordered-agg, transform"),
+    (["--engines", "native,spark"], "choose from native, native-minby, ordered-agg, transform"),
     (["--cores", "1,x"], "--cores '1,x'"),
     (["--warmup", "-1"], "--warmup -1: must be >= 0"),
     (["--long-rows", "-5"], "--long-rows -5: must be >= 0"),
+    (["--project-cores", "4,0"], "--project-cores '4,0': core counts must be >= 1"),
+    (["--cluster", "local[2]"], "--cluster 'local[2]': expected a standalone master URL"),
+    (["--cluster", "spark://127.0.0.1:7077", "--cluster-cores", "0"],
+     "--cluster-cores 0: must be >= 1"),
 ])
 def test_bad_flags_fail_before_spark_starts(flags: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         spark_cli.main(flags)
+
+
+def test_the_help_lists_the_new_engine_and_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        spark_cli.main(["--help"])
+    text = capsys.readouterr().out
+    for word in ("native-minby", "--project-cores", "--cluster", "--cluster-cores"):
+        assert word in text, word
+
+
+def test_emitted_windows_are_judged_apart_from_the_windows_left_open() -> None:
+    truth = {(0, 1): (2, 5.0), (0, 2): (1, 7.0), (3000, 1): (1, 6.0)}
+    right_but_open = {(0, 1): (2, 5.5, 5.0), (0, 2): (1, 7.0, 7.0)}
+    assert emitted_match(right_but_open, truth)
+    assert not matches(right_but_open, truth)
+    scores = truth_scores(right_but_open, truth)
+    assert (scores["windows_emitted"], scores["windows_open"], scores["first_matches_pct"]) == (
+        2, 1, 100.0)
+    wrong_first = {**right_but_open, (0, 2): (1, 7.0, 8.0)}
+    assert not emitted_match(wrong_first, truth)
+    assert truth_scores(wrong_first, truth)["first_matches_pct"] == 50.0
+    assert not emitted_match({**right_but_open, (6000, 1): (1, 1.0, 1.0)}, truth)  # not true
+    assert not emitted_match({**right_but_open, DUPLICATES: (1, 0.0, 0.0)}, truth)
+    assert matches({**right_but_open, (3000, 1): (1, 6.0, 6.0)}, truth)
+
+
+def test_stage_metrics_give_the_time_outside_tasks_and_shuffle_bytes_per_row() -> None:
+    records = [{"seconds": s, "stages": {"task_s": t, "task_jvm_cpu_s": 1.0,
+                                         "shuffle_write_bytes": b, "tasks": 8}}
+               for s, t, b in [(10.0, 6.0, 400), (12.0, 7.0, 500), (11.0, 9.0, 600)]]
+    assert stage_summary(records, rows=100)["outside_tasks_s"] is None  # cores unknown
+    summary = stage_summary(records, rows=100, cores=1)
+    assert summary["task_s"] == 7.0
+    assert summary["outside_tasks_s"] == 4.0  # median of 4, 5, 2
+    assert summary["shuffle_bytes_per_row"] == 5.0
+    assert summary["tasks"] == 8
+    assert stage_summary([*records, {"seconds": 1.0, "stages": {}}], 100) == {}
+
+
+def one_core(engine: str, seconds: float, task: float) -> dict[str, object]:
+    return {"case": "cores", "engine": engine, "cores": 1, "master": "local[1]", "rows": 2_000_000,
+            "micro_batches": 4, "seconds_median": seconds, "rows_per_s_median": 1, "runs": 3,
+            "warmup": 1,
+            "task_s": task, "outside_tasks_s": seconds - task, "task_cpu_s": task * 1.1,
+            "driver_cpu_s": 2.0, "shuffle_bytes_per_row": 30.0, "matches_truth": True}
+
+
+def test_the_model_projects_the_one_core_run_and_checks_the_measured_points() -> None:
+    measured = [one_core("transform", 20.0, 16.0), one_core("native", 30.0, 28.0),
+                {**one_core("transform", 12.0, 0.0), "cores": 2, "master": "local[2]",
+                 "rows_per_s_median": 2_000_000 // 12},
+                {**one_core("transform", 11.0, 0.0), "case": "cluster", "cores": 2,
+                 "master": "spark://127.0.0.1:7077", "rows_per_s_median": 2_000_000 // 11}]
+    rows = model_rows(measured, (4, 64))
+    model = {r["engine"]: r for r in rows if r["case"] == "model"}
+    transform, native = model["transform"], model["native"]
+    assert (transform["serial_s"], transform["task_s"], transform["cap"]) == (4.0, 16.0, 16)
+    assert transform["serial_per_batch_s"] == 1.0
+    assert transform["serial_per_m_rows_s"] == 2.0
+    assert transform["driver_cpu_per_batch_s"] == 0.5
+    assert transform["task_cpu_per_m_rows_s"] == 8.8
+    assert transform["model_rows_per_s_4"] == round(2_000_000 / (4.0 + 16.0 / 4))
+    # 64 cores: ours use at most one task per partition group (16)
+    assert transform["model_rows_per_s_64"] == round(2_000_000 / (4.0 + 16.0 / 16))
+    assert native["cap"] is None
+    assert native["model_rows_per_s_64"] == round(2_000_000 / (2.0 + 28.0 / 64))
+    assert projected_seconds(transform, 1) == 20.0  # the model reproduces its own input
+    checks = [r for r in rows if r["case"] == "check"]
+    assert [(r["engine"], r["master"]) for r in checks] == [
+        ("transform", "local[2]"), ("transform", "spark://127.0.0.1:7077")]
+    assert checks[0]["model_s"] == 12.0
+    assert checks[0]["measured_over_model"] == 1.0
+    assert checks[1]["measured_over_model"] == round((2_000_000 // 11) / (2_000_000 / 12), 2)
+    text = format_results(measured + rows)
+    assert "T(n) = S + P / min(n, cap)" in text
+    assert "rows/s @64" in text
+    assert "spark://127.0.0.1:7077" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pytest
 
 from spark_stream_sched.bench import spark_bench
 from spark_stream_sched.bench.spark_floor_sources import part_path, precompute_results
@@ -26,6 +27,7 @@ def test_precomputed_results_are_the_sources_batches(tmp_path) -> None:
     assert not os.path.exists(part_path(str(tmp_path / "rows"), batches, 0))
 
 
+@pytest.mark.slow
 def test_bench_runs_the_source_and_both_floors_with_the_same_batches(spark, tmp_path) -> None:
     results = spark_bench.run(rows=20_000, n_inputs=2, keys=50, runs=1, batchings=(8, 4),
                                workdir=str(tmp_path), master="local[2]", show_progress=False,

@@ -27,18 +27,33 @@ deleted, and the later epochs keep their own clean-up. Every missing result is t
 produced exactly once: by the clean-up that closes the generation of its earliest tuple (or the
 final one, which closes every generation). :func:`clean_up_group` does this for one
 :class:`~.join_state.PartitionGroup`, reading its generations back one after another.
+
+**Key slices.** A result joins tuples of one key, so the clean-up of a group is the union of
+the clean-ups of its keys. :func:`clean_up_group` therefore reads the generations back once for
+their key hashes, keeps only the hashes found in two epochs or more (no other key has a missing
+result) and cuts them into slices whose tuples take at most the join's memory budget
+(:func:`key_slices`); then, slice by slice, it reads the generations back again keeping only
+that slice's tuples and hands the slice's results on before the next is read. A group's state
+on disk is thus never in memory at once: at most one slice (the budget, or one key's tuples if
+more) and one generation file, for one extra read of the group per slice.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.runtime.keyed.join_match import JoinShape, Matches
-from spark_stream_sched.runtime.keyed.join_state import JoinCounts, PartitionGroup, SpillStore
+from spark_stream_sched.runtime.keyed.groups import KEY
+from spark_stream_sched.runtime.keyed.join_match import JoinShape, Matches, column, member
+from spark_stream_sched.runtime.keyed.join_state import (
+    JoinCounts,
+    PartitionGroup,
+    SpillStore,
+    arrow_bytes,
+)
 
 
 def missing_results(epochs: Sequence[pa.Table], closed: int, shape: JoinShape
@@ -76,22 +91,64 @@ def missing_results(epochs: Sequence[pa.Table], closed: int, shape: JoinShape
 
 
 def clean_up_group(group: PartitionGroup, spill: SpillStore, schema: pa.Schema, closed: int,
-                   shape: JoinShape, counts: JoinCounts) -> tuple[pa.Table, Matches]:
-    """Clean up ``group``'s first ``closed`` generations (see the module docstring).
+                   shape: JoinShape, counts: JoinCounts, slice_bytes: int | None,
+                   emit: Callable[[pa.Table, Matches], None]) -> None:
+    """Clean up ``group``'s first ``closed`` generations, slice by slice (module docstring).
 
-    Reads every generation back (checksum-verified, one file after another), computes
-    :func:`missing_results` with the memory part as the last epoch, counts the results in the
-    group's ``P_o`` and in ``counts`` (with the time taken), then deletes the closed
-    generations' files. Returns the universe and the results, as :func:`missing_results` does.
+    Reads the generations back (checksum-verified) one at a time: once for the key hashes
+    (:func:`key_slices`), then once per slice, keeping only that slice's tuples. ``emit`` gets
+    each slice's :func:`missing_results` (universe and results) before the next slice is read.
+    Then counts the results in the group's ``P_o`` and in ``counts`` (with the time taken) and
+    deletes the closed generations' files.
     """
     start = time.perf_counter()
-    epochs = [spill.read(g, schema) for g in group.generations] + [group.memory]
-    universe, found = missing_results(epochs, closed, shape)
-    group.produced += len(found)
+    slices = key_slices(group, spill, schema, slice_bytes)
+    for wanted in slices:
+        epochs = [_only(spill.read(g, schema), wanted) for g in group.generations]
+        epochs.append(_only(group.memory, wanted))
+        universe, found = missing_results(epochs, closed, shape)
+        del epochs
+        counts.cleanup_universe_bytes = max(counts.cleanup_universe_bytes, arrow_bytes(universe))
+        group.produced += len(found)
+        counts.cleanup_results += len(found)
+        emit(universe, found)
     for generation in group.generations[:closed]:
         spill.delete(generation)
     group.generations = group.generations[closed:]
     counts.cleanups += 1
-    counts.cleanup_results += len(found)
+    counts.cleanup_slices += len(slices)
     counts.cleanup_seconds += time.perf_counter() - start
-    return universe, found
+
+
+def key_slices(group: PartitionGroup, spill: SpillStore, schema: pa.Schema,
+               slice_bytes: int | None) -> list[np.ndarray]:
+    """The key hashes a missing result of ``group`` can have, cut into slices (sorted arrays).
+
+    A missing result has tuples of two epochs or more with one key, so only hashes found in
+    two epochs or more are kept (equal hashes are a superset of equal keys: values decide in
+    the match). They are cut, in hash order, into slices whose tuples take at most
+    ``slice_bytes`` (estimated from the group's bytes per row; None: one slice); the tuples
+    of one hash are never cut, so a slice exceeds the bound only if one hash does.
+    """
+    uniques, rows, bytes_ = [], [], 0
+    for table in (*(spill.read(g, schema) for g in group.generations), group.memory):
+        hashes, count = np.unique(column(table, KEY, np.uint64), return_counts=True)
+        uniques.append(hashes)
+        rows.append(count)
+    bytes_ = sum(g.size for g in group.generations) + group.size
+    total = sum(g.rows for g in group.generations) + group.memory.num_rows
+    hashes, where = np.unique(np.concatenate(uniques), return_inverse=True)
+    shared = np.bincount(where, minlength=len(hashes)) >= 2
+    if not shared.any():
+        return []
+    weight = np.bincount(where, np.concatenate(rows), len(hashes))[shared] * (bytes_ / total)
+    if slice_bytes is None:
+        return [hashes[shared]]
+    cut = np.floor((np.cumsum(weight) - weight) / max(slice_bytes, 1)).astype(np.int64)
+    bounds = np.flatnonzero(np.diff(cut)) + 1
+    return np.split(hashes[shared], bounds)
+
+
+def _only(table: pa.Table, hashes: np.ndarray) -> pa.Table:
+    """The tuples of ``table`` whose key hash is one of ``hashes`` (sorted), order kept."""
+    return table.filter(pa.array(member(column(table, KEY, np.uint64), hashes)))

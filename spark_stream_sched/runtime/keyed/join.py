@@ -35,20 +35,25 @@ until ``push_fraction`` (30%) of the bytes went and the rest fits). A pushed gen
 producing results: the results between it and later tuples are *missing* until the **clean-up
 stage** (§4.2, Eq. 1; :mod:`~spark_stream_sched.runtime.keyed.cleanup`) produces exactly them,
 for the generations whose window closed (``bound >= max ts + W``) before the same update's
-purge, and for every generation in :meth:`Join.finish` (unwindowed joins: only there).
+purge, and for every generation in :meth:`Join.finish` (unwindowed joins: only there). A
+clean-up reads a group back one key slice of at most the budget at a time.
 
 **Order with spilling.** By default (``ordered=True``) results that a missing result could
 precede wait in a reorder buffer (:mod:`~spark_stream_sched.runtime.keyed.join_hold`) and leave
 merged with the clean-up results: the concatenated output equals the oracle's, in order, and a
 following stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``).
 ``ordered=False`` is seed 003's behaviour (the adaptation bench): clean-up results leave late.
-Either way the output is the same on every run, restored or not.
+Either way the output is the same on every run, restored or not. At the end of input,
+:meth:`Join.finish_parts` hands the results out in order, part by part, merging the buffer's
+runs on disk (:mod:`~spark_stream_sched.runtime.keyed.join_merge`), and :meth:`Join.finish`
+returns the same parts as one table; ``stats["peak_bytes"]`` is the most the join held.
 
 **Snapshots** are self-contained, spilled state folded in (:mod:`.join_snapshot`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict
 
 import numpy as np
@@ -57,10 +62,11 @@ import pyarrow as pa
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.cleanup import clean_up_group
 from spark_stream_sched.runtime.keyed.groups import KEY
-from spark_stream_sched.runtime.keyed.join_hold import HeldResults
+from spark_stream_sched.runtime.keyed.join_hold import HeldResults, piece_rows
 from spark_stream_sched.runtime.keyed.join_match import (
     MS,
     JoinShape,
+    Matches,
     column,
     order_keys,
     probe_group,
@@ -79,6 +85,7 @@ from spark_stream_sched.runtime.keyed.join_state import (
     JoinCounts,
     PartitionGroup,
     SpillStore,
+    arrow_bytes,
     choose_pushes,
     drop_generations,
 )
@@ -149,7 +156,9 @@ class Join(GroupTransfer, KeyedOperator):
         self._groups = [PartitionGroup(g, self._stored.empty_table()) for g in range(n_groups)]
         self._spill = SpillStore(spill_dir)
         self.ordered = ordered
-        self._held = HeldResults(self._output, self.n_inputs, self._spill)
+        self._held = HeldResults(self._output, self.n_inputs, self._spill,
+                                 piece_rows(self.memory_budget, self._output, self.n_inputs),
+                                 self._note)
         self._now: int | None = None
         self._bound: int | None = None
         self.counts = JoinCounts()
@@ -185,14 +194,15 @@ class Join(GroupTransfer, KeyedOperator):
         self._bound = bound if bound is not None else self._bound
         cleaned = []
         if bound == TS_MAX:  # every input finished: no later tuple, every group cleans up
-            cleaned = [self._clean_up(g) for g in self._groups if g.generations]
+            cleaned = [p for g in self._groups if g.generations for p in self._clean_up(g)]
         elif bound is not None and self.within is not None:
             closing = [(g, sum(bound >= x.max_ms + self.within for x in g.generations))
                        for g in self._groups]
-            cleaned = [self._clean_up(g, closed) for g, closed in closing if closed]
+            cleaned = [p for g, closed in closing if closed for p in self._clean_up(g, closed)]
             self._purge(bound - self.within)
         if bound != TS_MAX:
             self._push()
+        self._note(0)
         if holding:  # a missing result may precede some of them: through the reorder buffer
             return self._held.release(probed + cleaned, self.release_below)
         return pa.concat_tables([ordered(probed, self._output), ordered(cleaned, self._output)])
@@ -251,31 +261,54 @@ class Join(GroupTransfer, KeyedOperator):
 
     # -- clean-up stage (seed 003 §4.2, Eq. 1): :mod:`.cleanup` -------------------------------
 
-    def _clean_up(self, group: PartitionGroup, closed: int | None = None
-                  ) -> tuple[pa.Table, np.ndarray]:
-        """Output rows and order keys of the missing results of the first ``closed`` (all)."""
-        closed = len(group.generations) if closed is None else closed
-        universe, found = clean_up_group(group, self._spill, self._stored, closed, self.shape,
-                                         self.counts)
-        return (result_rows(universe, found, self._output, self.payload),
-                order_keys(universe, found, MS))
+    def _clean_up(self, group: PartitionGroup, closed: int | None = None, hold: bool = False
+                  ) -> list[tuple[pa.Table, np.ndarray]]:
+        """Output rows and order keys of the missing results of the first ``closed`` (all).
 
-    def finish(self) -> pa.Table:
-        """End of input: clean up the groups on disk one at a time, then release every result.
-
-        A group's missing results are held (written to disk over the budget) and its files
-        deleted before the next group is read back (unordered: each group's results in turn).
+        One ``(rows, keys)`` pair per key slice (:func:`~.cleanup.clean_up_group`); with
+        ``hold``, each slice's pair goes into the reorder buffer (to disk over the budget)
+        before the next slice is read back, and none is returned.
         """
-        out = []
-        for group in (g for g in self._groups if g.generations):
-            if self.ordered:
-                self._held.hold([self._clean_up(group)])
+        closed = len(group.generations) if closed is None else closed
+        parts: list[tuple[pa.Table, np.ndarray]] = []
+
+        def emit(universe: pa.Table, found: Matches) -> None:
+            part = (result_rows(universe, found, self._output, self.payload),
+                    order_keys(universe, found, MS))
+            self._note(arrow_bytes(universe) + arrow_bytes(part[0]) + part[1].nbytes)
+            if hold:
+                self._held.hold([part])
                 self._push_held()
             else:
-                out.append(ordered([self._clean_up(group)], self._output))
-        out.append(self._held.release([], None))
+                parts.append(part)
+
+        clean_up_group(group, self._spill, self._stored, closed, self.shape, self.counts,
+                       self.memory_budget, emit)
+        return parts
+
+    def finish(self) -> pa.Table:
+        """End of input: every result still open, in order (:meth:`finish_parts`, as one table)."""
+        return pa.concat_tables([self._output.empty_table(), *self.finish_parts()])
+
+    def finish_parts(self) -> Iterator[pa.Table]:
+        """End of input: every result still open, in order, as consecutive tables.
+
+        The groups on disk are cleaned up one at a time, key slice by key slice: each slice's
+        missing results are held (written to disk over the budget) before the next slice is
+        read back; then the reorder buffer merges its runs (:meth:`.HeldResults.drain`), so no
+        part of the way holds every result (unordered: each group's results in turn).
+        """
+        for group in (g for g in self._groups if g.generations):
+            if self.ordered:
+                self._clean_up(group, hold=True)
+            else:
+                yield ordered(self._clean_up(group), self._output)
+        yield from self._held.drain([])
         self._spill.close()
-        return pa.concat_tables([self._output.empty_table(), *out])
+
+    def _note(self, extra: int) -> None:
+        """Record the join's bytes in memory, its state plus ``extra`` (``peak_bytes``)."""
+        self.counts.peak_bytes = max(self.counts.peak_bytes, self.state_bytes + extra)
 
     # -- statistics, snapshots ----------------------------------------------------------------
 

@@ -19,42 +19,54 @@ has left. ``H`` never drops below a bound already given downstream: a later push
 least the ready bound of that time.
 
 **Memory.** Held results count toward the join's memory budget and are pushed to disk first
-(they are only read again at release, never probed): each push writes the buffer as one
-checksummed Arrow IPC *run*. A release reads back only the runs holding a result below ``H``.
-Order keys travel as hidden columns (:data:`ORDER_MS` and one ``__order_seq_<j>`` per input:
-partner ``j``'s seq, which orders input ``j``'s tuples as their positions do).
+(they are only read again at release, never probed): each push sorts the buffer and writes it
+as checksummed Arrow IPC *runs* of at most ``piece_rows`` rows. A release reads back only the
+runs holding a result below ``H``; the release at the end of input (:meth:`HeldResults.drain`)
+merges the runs in parts (:mod:`~spark_stream_sched.runtime.keyed.join_merge`), so it never
+reads all of them at once. Order keys travel as hidden columns (:data:`.join_merge.ORDER_MS`
+and one ``__order_seq_<j>`` per input).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
+from itertools import chain
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.runtime.keyed.join_state import SizedTable, SpillStore, fresh
-from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+from spark_stream_sched.runtime.keyed.join_merge import (
+    ORDER_MS,
+    Part,
+    merge,
+    order_of,
+    overlap,
+    partner_seq,
+)
+from spark_stream_sched.runtime.keyed.join_state import SizedTable, SpillStore, arrow_bytes, fresh
 
-#: Hidden column: the completing tuple's event time in ms.
-ORDER_MS = "__order_ms"
 #: Snapshot kind of a spilled run of held results.
 HELD_KIND = "keyed.join.held"
-
-
-def partner_seq(j: int) -> str:
-    """Hidden column holding the seq of a result's tuple of input ``j``."""
-    return f"__order_seq_{j}"
+#: Rows per run written by :meth:`HeldResults.push` unless the join says otherwise.
+PIECE_ROWS = 16_384
+#: Most batches of runs the final merge reads from at once (:meth:`HeldResults.drain`).
+FAN_IN = 16
 
 
 @dataclass
 class HeldRun:
-    """Held results pushed to disk: the file, its row count and least completing ts."""
+    """Held results pushed to disk, sorted: the file, its rows, least and largest completing ts."""
 
     path: str
     rows: int
     min_ms: int
+    max_ms: int
     size: int
+    #: Push (or merge) that wrote it: a batch's runs are consecutive in the output order.
+    batch: int = 0
 
 
 class HeldResults(SizedTable):
@@ -70,15 +82,25 @@ class HeldResults(SizedTable):
         N: one hidden partner-seq column per input.
     spill
         The operator's spill store (runs go next to its generations).
+    piece_rows
+        Most rows per run on disk (a push writes several; :mod:`.join_merge` reads one at a
+        time).
+    note
+        Gets the bytes in memory at each step of the final merge (the join's accounting).
     """
 
-    def __init__(self, output: pa.Schema, n_inputs: int, spill: SpillStore) -> None:
+    def __init__(self, output: pa.Schema, n_inputs: int, spill: SpillStore,
+                 piece_rows: int = PIECE_ROWS, note: Callable[[int], None] = lambda _: None
+                 ) -> None:
         self.output = output
+        self.piece_rows = max(1, piece_rows)
+        self.note = note
         self.n_inputs = n_inputs
         self.schema = pa.schema([*output, pa.field(ORDER_MS, pa.int64()),
                                  *(pa.field(partner_seq(j), pa.int64()) for j in range(n_inputs))])
         self._spill = spill
         self.runs: list[HeldRun] = []
+        self._batch = 0
         self.memory = self.schema.empty_table()
 
     @property
@@ -108,8 +130,8 @@ class HeldResults(SizedTable):
         """Hold ``new`` results; return every held result with ts < ``below``, in order.
 
         ``new`` holds ``(output rows, order keys)`` pairs (keys as :meth:`with_keys` takes
-        them). ``below`` None releases everything (end of input). The returned rows have the
-        output schema; the rest stays held, in memory.
+        them). ``below`` None releases everything (no missing result can precede any). The
+        rows have the output schema; the rest stays held, in memory.
         """
         due = [r for r in self.runs if below is None or r.min_ms < below]
         parts = [self.memory, *(self.with_keys(t, k) for t, k in new if t.num_rows),
@@ -132,14 +154,73 @@ class HeldResults(SizedTable):
         return table.select(self.output.names).take(order).combine_chunks()
 
     def push(self) -> int:
-        """Write the held results in memory as one run on disk; bytes pushed."""
+        """Write the held results in memory to disk, sorted, as one batch of runs; bytes."""
         size = self.size
         if self.memory.num_rows:
-            ms = np.asarray(self.memory.column(ORDER_MS).to_numpy())
-            path = self._spill.put("held", HELD_KIND, {"rows": self.memory.num_rows}, self.memory)
-            self.runs.append(HeldRun(path, self.memory.num_rows, int(ms.min()), size))
+            self._write([self.memory.take(order_of(self.memory, self.n_inputs))])
             self.memory = self.schema.empty_table()
         return size
+
+    def _write(self, tables: Iterable[pa.Table]) -> None:
+        """Write consecutive sorted ``tables`` as one batch of runs of ``piece_rows`` rows."""
+        self._batch += 1
+        waiting: list[pa.Table] = []
+        for table in chain(tables, [None]):
+            if table is not None:
+                waiting.append(table)
+                if sum(t.num_rows for t in waiting) < self.piece_rows:
+                    continue
+            rows = pa.concat_tables(waiting) if waiting else self.schema.empty_table()
+            end = rows.num_rows if table is None else rows.num_rows // self.piece_rows * (
+                self.piece_rows)
+            for lo in range(0, end, self.piece_rows):
+                piece = rows.slice(lo, min(self.piece_rows, end - lo))
+                ms = piece.column(ORDER_MS)
+                path = self._spill.put("held", HELD_KIND, {"rows": piece.num_rows}, piece)
+                self.runs.append(HeldRun(path, piece.num_rows, int(ms[0].as_py()),
+                                         int(ms[-1].as_py()), arrow_bytes(piece), self._batch))
+            waiting = [rows.slice(end)] if end < rows.num_rows else []
+
+    def drain(self, new: list[tuple[pa.Table, np.ndarray]]) -> Iterator[pa.Table]:
+        """Hold ``new``, then every held result in order, in parts (:func:`.join_merge.merge`).
+
+        Batches of runs are first merged ``FAN_IN`` at a time into one (written back) while
+        more than ``FAN_IN`` overlap in ts; then each run is read back (and its file deleted)
+        only when no earlier result is left to return, so at most ``FAN_IN`` runs and the
+        results in memory are held at once.
+        """
+        self.hold(new)
+        self._compact()
+        memory, self.memory = self.memory, self.schema.empty_table()
+        parts = [Part(r.min_ms, partial(self._take, r)) for r in self.runs]
+        self.runs = []
+        if memory.num_rows:
+            memory = memory.take(order_of(memory, self.n_inputs))
+            first = int(memory.column(ORDER_MS)[0].as_py())
+            parts.append(Part(first, memory.slice))  # slice(): the whole table
+        del memory  # the merge drops its part once loaded
+        yield from merge(parts, self.n_inputs, self.output.names, self.note)
+
+    def _compact(self) -> None:
+        """Merge the widest ``FAN_IN`` batches into one until at most ``FAN_IN`` overlap."""
+        while True:
+            batches: dict[int, list[HeldRun]] = {}
+            for run in self.runs:
+                batches.setdefault(run.batch, []).append(run)
+            spans = {b: (rs[0].min_ms, rs[-1].max_ms) for b, rs in batches.items()}
+            if overlap(list(spans.values())) <= FAN_IN:
+                return
+            chosen = sorted(spans, key=lambda b: (spans[b][0] - spans[b][1], b))[:FAN_IN]
+            runs = [r for b in chosen for r in batches[b]]
+            self.runs = [r for r in self.runs if r.batch not in chosen]
+            self._write(merge([Part(r.min_ms, partial(self._take, r)) for r in runs],
+                              self.n_inputs, self.schema.names, self.note))
+
+    def _take(self, run: HeldRun) -> pa.Table:
+        """Read ``run`` back and delete its file."""
+        table = self._read(run)
+        self._spill.delete(run.path)
+        return table
 
     def _read(self, run: HeldRun) -> pa.Table:
         return self._spill.get(run.path, HELD_KIND, "held join results", self.schema, run.rows)
@@ -168,10 +249,14 @@ class HeldResults(SizedTable):
         self.runs = []
 
 
-def order_of(table: pa.Table, n_inputs: int) -> np.ndarray:
-    """Indices sorting held results in the join's output order (one ``lexsort``).
+def piece_rows(budget: int | None, output: pa.Schema, n_inputs: int) -> int:
+    """Rows per run of held results: about ``budget / FAN_IN`` bytes (None: :data:`PIECE_ROWS`).
 
-    By the completing tuple's ``(ts, input, seq)``, then the partners' seq, input 0 first.
+    A row's bytes are estimated from ``output``'s fixed widths (16 for other types) plus the
+    order keys; never fewer than 16 rows.
     """
-    names = [*(partner_seq(j) for j in reversed(range(n_inputs))), SEQ_COL, INPUT_COL, ORDER_MS]
-    return np.lexsort([np.asarray(table.column(name).to_numpy()) for name in names])
+    if budget is None:
+        return PIECE_ROWS
+    width = sum(f.type.bit_width // 8 if pa.types.is_primitive(f.type) else 16 for f in output)
+    row = width + 8 * (1 + n_inputs)
+    return max(16, budget // FAN_IN // row)

@@ -68,7 +68,12 @@ class JoinCounts:
 
     ``pushed_bytes`` are the generations' bytes as they took in memory (``P_s`` at each push);
     ``held_pushed_bytes`` those of held results written by the reorder buffer;
-    ``cleanup_seconds`` is wall time (a figure, never a decision).
+    ``cleanup_slices`` counts the key slices the clean-ups read back one at a time
+    (:func:`~.cleanup.key_slices`), ``cleanup_universe_bytes`` is the largest slice's tuples;
+    ``peak_bytes`` is the most the join held in memory at once where it counts (after each
+    update's pushes, at each clean-up slice and each step of the final merge): its state (memory
+    parts and held results), plus the slice being cleaned up and its results, or the merge's
+    buffer; ``cleanup_seconds`` is wall time (a figure, never a decision).
     """
 
     pushes: int = 0
@@ -76,6 +81,9 @@ class JoinCounts:
     held_pushed_bytes: int = 0
     cleanups: int = 0
     cleanup_results: int = 0
+    cleanup_slices: int = 0
+    cleanup_universe_bytes: int = 0
+    peak_bytes: int = 0
     cleanup_seconds: float = 0.0
 
 

@@ -6,7 +6,11 @@ fed micro-batch by micro-batch (``--batch-rows`` merged tuples, each with the re
 next batch proves), then :meth:`~..runtime.keyed.join.Join.finish`, the clean-up stage (Liu &
 Rundensteiner, *Adapting State-Intensive Non-Blocking Queries over Distributed Environments*,
 §4.2). Unwindowed, nothing is purged: without a budget the whole state stays in memory; with
-``budget=B`` the join pushes partition groups to disk and cleans them up at the end.
+``budget=B`` the join pushes partition groups to disk and cleans them up at the end. ``--finish``
+takes the end-of-input results as :meth:`~..runtime.keyed.join.Join.finish`'s one table
+(``table``, what a query does) and/or part by part from ``finish_parts`` (``parts``, each part
+dropped once counted); the join's own accounting of its peak (``stats["peak_bytes"]``) is
+reported next to the RSS.
 
 Each configuration (``--budgets``, ``none`` for no budget) runs in its **own subprocess**
 (``python -m spark_stream_sched.bench.join_memory --child ...``), so one run's freed memory
@@ -51,6 +55,10 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-rows", type=int, default=None,
                         help="merged tuples per micro-batch (default 65536; quick 4096)")
     parser.add_argument("--spill-dir", default=None, help="parent of the spill directory")
+    parser.add_argument("--finish", default="table",
+                        help="comma-separated ways to take the end-of-input results: 'table' "
+                             "(Join.finish, one table, as a query does) and/or 'parts' "
+                             "(Join.finish_parts, each part dropped once counted; default table)")
 
 
 def _budgets(text: str) -> list[int | None]:
@@ -71,22 +79,27 @@ def run_cli(args: argparse.Namespace) -> Results:
         raise ConfigError(f"--ratio must be in (0, 100] and --batch-rows >= 1; got "
                           f"{args.ratio}, {args.batch_rows}")
     budgets, repeat = _budgets(args.budgets), args.repeat or 1
+    ways = [w.strip() for w in args.finish.split(",") if w.strip()]
+    if not ways or set(ways) - {"table", "parts"}:
+        raise ConfigError(f"--finish takes 'table' and/or 'parts', got {args.finish!r}")
     results: Results = []
-    with progress(len(budgets) * repeat, "bench join-memory", not args.no_progress) as bar:
-        for budget in budgets:
+    configs = [(b, w) for b in budgets for w in (ways if b is not None else ways[:1])]
+    with progress(len(configs) * repeat, "bench join-memory", not args.no_progress) as bar:
+        for budget, way in configs:
             runs = []
             for _ in range(repeat):
-                runs.append(_child(rows, budget, args))
+                runs.append(_child(rows, budget, way, args))
                 bar.update(1)
             results.append(_summary(runs))
     return results
 
 
-def _child(rows: int, budget: int | None, args: argparse.Namespace) -> dict[str, Any]:
+def _child(rows: int, budget: int | None, way: str, args: argparse.Namespace
+           ) -> dict[str, Any]:
     """One configuration in a fresh interpreter; its JSON line."""
     command = [sys.executable, "-m", "spark_stream_sched.bench.join_memory", "--child",
                "--rows", str(rows), "--ratio", str(args.ratio), "--batch-rows",
-               str(args.batch_rows), "--seed", str(args.seed),
+               str(args.batch_rows), "--seed", str(args.seed), "--finish", way,
                "--budget", "none" if budget is None else str(budget)]
     if args.spill_dir:
         command += ["--spill-dir", args.spill_dir]
@@ -109,9 +122,11 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-COLUMNS = [("budget", "budget"), ("peak_mb", "peak RSS MiB"), ("inputs_mb", "inputs RSS MiB"),
+COLUMNS = [("budget", "budget"), ("finish", "finish"), ("peak_mb", "peak RSS MiB"),
+           ("inputs_mb", "inputs RSS MiB"),
            ("normal_peak_mb", "normal-run peak"), ("cleanup_peak_mb", "clean-up peak"),
-           ("pushed_mb", "pushed MiB"), ("output_mb", "finish() output MiB"),
+           ("pushed_mb", "pushed MiB"), ("held_peak_mb", "join's peak MiB"),
+           ("output_mb", "finish() output MiB"),
            ("results", "results"),
            ("cleanup_results", "clean-up results"), ("normal_s", "normal s"),
            ("cleanup_s", "clean-up s"), ("total_s", "total s"), ("reset", "peak reset")]
@@ -178,8 +193,12 @@ def _shown(budget: int | None) -> str:
 
 
 def child_run(rows: int, ratio: float, batch_rows: int, seed: int, budget: int | None,
-              spill_dir: str | None) -> dict[str, Any]:
-    """Generate the inputs, run the join, measure (see the module docstring)."""
+              spill_dir: str | None, way: str = "table") -> dict[str, Any]:
+    """Generate the inputs, run the join, measure (see the module docstring).
+
+    ``way``: ``table`` takes :meth:`Join.finish`'s one table, ``parts`` the parts of
+    :meth:`Join.finish_parts`, each dropped once counted (a consumer that streams them on).
+    """
     from spark_stream_sched.bench.adaptation_data import make_join
 
     keys = max(1, round(rows / ratio))
@@ -195,14 +214,13 @@ def child_run(rows: int, ratio: float, batch_rows: int, seed: int, budget: int |
             produced += op.update(table.slice(lo, batch_rows), bound).num_rows
         normal_s, normal_kb = time.perf_counter() - start, _peak_kb(reset)
         reset = reset and _reset_peak()
-        out = op.finish()
-        cleanup_results, output_bytes = out.num_rows, out.nbytes
-        del out
+        cleanup_results, output_bytes = _finish(op, way)
         cleanup_s, cleanup_kb = time.perf_counter() - start - normal_s, _peak_kb(reset)
         stats = dict(getattr(op, "stats", {}))
         op.close()
-    return {"rows": rows, "keys": keys, "batch_rows": batch_rows,
+    return {"rows": rows, "keys": keys, "batch_rows": batch_rows, "finish": way,
             "budget": _shown(budget), "budget_bytes": budget,
+            "held_peak_mb": stats.get("peak_bytes", 0) / MB,
             "inputs_mb": inputs_kb / 1024, "normal_peak_mb": normal_kb / 1024,
             "cleanup_peak_mb": cleanup_kb / 1024,
             "peak_mb": max(normal_kb, cleanup_kb) / 1024,
@@ -211,6 +229,17 @@ def child_run(rows: int, ratio: float, batch_rows: int, seed: int, budget: int |
             "results": produced + cleanup_results, "cleanup_results": cleanup_results,
             "normal_s": normal_s, "cleanup_s": cleanup_s, "total_s": normal_s + cleanup_s,
             "reset": reset, "stats": stats}
+
+
+def _finish(op: Any, way: str) -> tuple[int, int]:
+    """Results and bytes the end of input returns, taken ``way`` (``table`` or ``parts``)."""
+    if way == "table":
+        out = op.finish()
+        return out.num_rows, out.nbytes
+    rows = size = 0
+    for part in op.finish_parts():
+        rows, size = rows + part.num_rows, size + part.nbytes
+    return rows, size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,9 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", required=True)
     parser.add_argument("--spill-dir", default=None)
+    parser.add_argument("--finish", choices=("table", "parts"), default="table")
     a = parser.parse_args(argv)
     budget = None if a.budget == "none" else int(a.budget)
-    result = child_run(a.rows, a.ratio, a.batch_rows, a.seed, budget, a.spill_dir)
+    result = child_run(a.rows, a.ratio, a.batch_rows, a.seed, budget, a.spill_dir, a.finish)
     print(json.dumps(result))
     return 0
 

@@ -34,8 +34,9 @@ their key hashes, keeps only the hashes found in two epochs or more (no other ke
 result) and cuts them into slices whose tuples take at most the join's memory budget
 (:func:`key_slices`); then, slice by slice, it reads the generations back again keeping only
 that slice's tuples and hands the slice's results on before the next is read. A group's state
-on disk is thus never in memory at once: at most one slice (the budget, or one key's tuples if
-more) and one generation file, for one extra read of the group per slice.
+on disk is thus never in memory at once: at most one slice (the budget or, if more, a
+sixteenth of the group's tuples that can have a missing result, or one key's tuples) and one
+generation file, for one extra read of the group per slice (at most :data:`MAX_SLICES`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ from spark_stream_sched.runtime.keyed.join_state import (
     SpillStore,
     arrow_bytes,
 )
+
+#: Most key slices per clean-up of a group (each reads the group's generations once more).
+MAX_SLICES = 16
 
 
 def missing_results(epochs: Sequence[pa.Table], closed: int, shape: JoinShape
@@ -127,8 +131,9 @@ def key_slices(group: PartitionGroup, spill: SpillStore, schema: pa.Schema,
     A missing result has tuples of two epochs or more with one key, so only hashes found in
     two epochs or more are kept (equal hashes are a superset of equal keys: values decide in
     the match). They are cut, in hash order, into slices whose tuples take at most
-    ``slice_bytes`` (estimated from the group's bytes per row; None: one slice); the tuples
-    of one hash are never cut, so a slice exceeds the bound only if one hash does.
+    ``slice_bytes`` (estimated from the group's bytes per row; None: one slice), but into no
+    more than :data:`MAX_SLICES` (each slice reads the generations again: a tiny budget must not
+    read them once per key); the tuples of one hash are never cut.
     """
     uniques, rows, bytes_ = [], [], 0
     for table in (*(spill.read(g, schema) for g in group.generations), group.memory):
@@ -144,7 +149,8 @@ def key_slices(group: PartitionGroup, spill: SpillStore, schema: pa.Schema,
     weight = np.bincount(where, np.concatenate(rows), len(hashes))[shared] * (bytes_ / total)
     if slice_bytes is None:
         return [hashes[shared]]
-    cut = np.floor((np.cumsum(weight) - weight) / max(slice_bytes, 1)).astype(np.int64)
+    bound = max(slice_bytes, float(weight.sum()) / MAX_SLICES, 1.0)
+    cut = np.floor((np.cumsum(weight) - weight) / bound).astype(np.int64)
     bounds = np.flatnonzero(np.diff(cut)) + 1
     return np.split(hashes[shared], bounds)
 

@@ -127,3 +127,23 @@ def test_finish_as_one_table_is_the_oracle_with_small_and_large_budgets(tmp_path
     out.append(op.finish())
     assert pa.concat_tables(out).to_pylist() == reference_join(rows, ["k"], 2, None)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_tiny_budget_reads_a_group_back_a_bounded_number_of_times(tmp_path) -> None:
+    """Budget 0 (every hash over it): at most MAX_SLICES slices per group, so each generation
+    is read at most MAX_SLICES + 1 times (before: once per shared key hash)."""
+    rows = big_join_rows(600, 150)
+    op, out = run_join(rows, str(tmp_path), 0)
+    generations = sum(len(g.generations) for g in op._groups)
+    reads = []
+    read = op._spill.read
+
+    def counted(generation: object, schema: pa.Schema) -> pa.Table:
+        reads.append(generation)
+        return read(generation, schema)  # type: ignore[arg-type]
+
+    op._spill.read = counted  # type: ignore[method-assign]
+    out.append(op.finish())
+    assert op.stats["cleanup_slices"] <= cleanup.MAX_SLICES * op.stats["cleanups"]
+    assert 0 < len(reads) <= (cleanup.MAX_SLICES + 1) * generations
+    assert pa.concat_tables(out).to_pylist() == reference_join(rows, ["k"], 2, None)

@@ -33,8 +33,11 @@ from .datagen import make_stream, write_stream
 pytestmark = [pytest.mark.spark]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOIN = {"keyColumns": "meter", "operators": "join(3, within=15 seconds)"}
-#: The batch killed mid-way: its recorded plan moves a group and pushes some (checked below).
-CRASH_BATCH = 4
+#: The batch killed mid-way is the first after this one whose plan moves a group and pushes
+#: some; which batch that is follows from the loads, so it is read from the uninterrupted run.
+FIRST_CRASH_BATCH = 2
+#: The batch killed mid-way when a window follows the join (any batch after pushes began).
+WINDOWED_CRASH_BATCH = 4
 
 
 def write_inputs(root: Path) -> list[Any]:
@@ -80,15 +83,16 @@ def driver(options_file: Path, checkpoint: Path, out: Path,
         text=True, start_new_session=True)
 
 
-def kill_mid_batch(options_file: Path, checkpoint: Path, out: Path, once: Path) -> None:
-    """Run the driver until it is SIGKILLed after a task of batch ``CRASH_BATCH`` wrote state."""
-    crash = {ENV_AT: f"source.state_written:batch={CRASH_BATCH},partition=1",
+def kill_mid_batch(options_file: Path, checkpoint: Path, out: Path, once: Path,
+                   batch: int) -> None:
+    """Run the driver until it is SIGKILLed after a task of ``batch`` wrote state."""
+    crash = {ENV_AT: f"source.state_written:batch={batch},partition=1",
              ENV_PGID: "session", ENV_ONCE: str(once)}
     first = driver(options_file, checkpoint, out, crash)
     first.communicate(timeout=300)
     assert first.returncode == -9, "the driver was not killed"
     assert once.exists()
-    assert sorted(written(out)) == list(range(CRASH_BATCH)), "killed in the middle of the batch"
+    assert sorted(written(out)) == list(range(batch)), "killed in the middle of the batch"
 
 
 def written(out: Path) -> dict[int, list[str]]:
@@ -108,14 +112,25 @@ def test_sigkill_mid_batch_with_moved_and_pushed_groups_restarts_to_the_oracle(
     tables = write_inputs(tmp_path / "in")
     expected = uninterrupted(spark, options(tmp_path / "in", tmp_path / "state-ref"),
                              str(tmp_path / "ck-ref"))
-    assert len(expected) > CRASH_BATCH + 3
+    reference = records(tmp_path / "state-ref")
+    assert len(reference) == len(expected)  # one recorded plan per batch, in batch order
+    crash = next((b for b, r in enumerate(reference)
+                  if b >= FIRST_CRASH_BATCH and r.moves and r.pushes), None)
+    assert crash is not None, "no batch both moves and pushes groups: " + "; ".join(
+        r.reason for r in reference)
+    assert len(expected) > crash + 3, f"the batch that moves and pushes ({crash}) is too late"
 
     state, out, checkpoint = tmp_path / "state", tmp_path / "out", tmp_path / "ck"
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps(options(tmp_path / "in", state)), encoding="utf-8")
-    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once")
+    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once", crash)
     planned = records(state)
     killed = planned[-1]  # recorded before any task of the killed batch ran
+    assert len(planned) == crash + 1
+    # the same plan as the uninterrupted run's batch (versions differ only in the query's token)
+    same = (killed.version.split("-")[0], killed.groups, killed.pushes, killed.moves)
+    assert same == (reference[crash].version.split("-")[0], reference[crash].groups,
+                    reference[crash].pushes, reference[crash].moves)
     assert killed.moves, f"the killed batch moves no group: {killed.reason}"
     assert killed.pushes, f"the killed batch pushes nothing: {killed.reason}"
     record_file = Path(assignments.record_path(str(state), killed.version))
@@ -190,12 +205,12 @@ def test_sigkill_with_a_window_after_the_spilling_join_restarts_to_the_oracle(
     tables = write_inputs(tmp_path / "in")
     expected = uninterrupted(spark, {**options(tmp_path / "in", tmp_path / "state-ref"),
                                      **WINDOWED}, str(tmp_path / "ck-ref"))
-    assert len(expected) > CRASH_BATCH + 3
+    assert len(expected) > WINDOWED_CRASH_BATCH + 3
     state, out, checkpoint = tmp_path / "state", tmp_path / "out", tmp_path / "ck"
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps({**options(tmp_path / "in", state), **WINDOWED}),
                             encoding="utf-8")
-    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once")
+    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once", WINDOWED_CRASH_BATCH)
     assert any(r.pushes for r in records(state)), "nothing was pushed before the kill"
     second = driver(options_file, checkpoint, out, {})
     stdout, _ = second.communicate(timeout=300)

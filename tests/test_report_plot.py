@@ -114,6 +114,11 @@ def test_a_history_file_adds_memory_and_location_panels(tmp_path: Path, saved: l
     assert memory.get_ylim()[1] > 600  # MiB of the JVM, inside the panel
     assert [t.get_text() for t in location.get_legend().get_texts()] == ["MiB", "files / 100"]
     assert [line.get_xdata().tolist() for line in location.get_lines()][1] == [0, 1, 2, 3]
+    history.write_text('{"batch_id": 0, "wall": 1.5, "jvm_rss_bytes": 1}\n')  # a soak's sample
+    saved.clear()
+    assert main(["report", str(history), "--out", str(out)]) == 0
+    (fig,) = saved
+    assert [ax.get_ylabel() for ax in fig.axes] == ["resident memory\n(MiB)"]
     history.write_text('{"batch_id": 0}\nnot json\n')
     assert main(["report", str(history), "--out", str(out)]) == 2
     assert "history.jsonl line 2 is not a batch record" in capsys.readouterr().err

@@ -102,6 +102,24 @@ def read_lines(path: str) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: int(r["batch_id"]))
 
 
+def base_panels(batches: list[dict[str, Any]]) -> list[tuple[list[float], str]]:
+    """Rows/s, lag (s) and state (MiB) as ``(y, label)``.
+
+    None for records that have none of them but memory or location figures (a soak's samples).
+    """
+    usage = {key for fields in _USAGE.values() for key in fields}
+    present = {k for b in batches for k in b}
+    if present & usage and not present & {"rows_read", "rows_in", "lag_ms", "state_bytes"}:
+        return []
+    return [
+        ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
+        ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
+         "lag behind newest\ninput (event-time s)"),
+        ([float("nan") if b.get("state_bytes") is None else b["state_bytes"] / 2**20
+          for b in batches], "state (MiB)"),
+    ]
+
+
 def usage_panels(batches: list[dict[str, Any]]) -> list[tuple[dict[str, list[float]], str]]:
     """The memory and location panels, ``({legend: y}, label)``, with the series present."""
     out = []
@@ -140,16 +158,10 @@ def figure(batches: list[dict[str, Any]], location: str) -> Any:
 
     plt = bench_extra("matplotlib.pyplot", "the report command")
     x = [int(b["batch_id"]) for b in batches]
-    panels = [
-        ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
-        ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
-         "lag behind newest\ninput (event-time s)"),
-        ([float("nan") if b.get("state_bytes") is None else b["state_bytes"] / 2**20
-          for b in batches], "state (MiB)"),
-    ]
-    usage = usage_panels(batches)
-    fig, axes = plt.subplots(len(panels) + len(usage), 1, figsize=(9, 7 + 2 * len(usage)),
-                             sharex=True)
+    panels, usage = base_panels(batches), usage_panels(batches)
+    fig, axes = plt.subplots(len(panels) + len(usage), 1, squeeze=False,
+                             figsize=(9, 1 + 2 * (len(panels) + len(usage))), sharex=True)
+    axes = list(axes[:, 0])
     for ax, (y, label) in zip(axes, panels, strict=False):
         _draw_panel(ax, x, [float(v) for v in y])
         ax.set_ylabel(label, fontsize=9)

@@ -15,8 +15,9 @@ restarted from its checkpoint:
 The output must equal an uninterrupted run's, batch for batch (source) or file for file (sink),
 and every judged series must be flat by the bounds of :mod:`tests.spark.soak_samples`. Six
 driver starts (a JVM each) and the sink's shuffle per batch take most of its time: on this
-project's 2-core machine at a load average of 13-19 (other test suites running) the source case
-took 9.5 minutes and the sink case 7, a driver start 1.5-2 minutes of it.
+project's 2-core machine at a load average of 16-21 (other test suites running) the source case
+took 12 minutes and the sink case 10.5, a driver start 1.5-2 minutes of it (at a load average
+of 1-8: ~1.3 s a source batch, 50-80 s a driver start).
 """
 
 from __future__ import annotations

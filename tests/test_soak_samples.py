@@ -48,8 +48,8 @@ def test_a_file_every_20_batches_fails() -> None:
                      "third's 64 + tolerance)")
 
 
-def test_a_leak_of_12_mib_a_batch_within_a_life_of_80_fails() -> None:
-    run = samples(250, rss=12 * MIB, kill_every=80)
+def test_a_leak_of_16_mib_a_batch_within_a_life_of_80_fails() -> None:
+    run = samples(250, rss=16 * MIB, kill_every=80)
     kills = [1000.0 + k - 0.5 for k in (80, 160, 240)]
     found = memory_violations(run, kills)
     assert {f.split(" over ")[0] for f in found} == {"jvm_rss_bytes", "driver_rss_bytes",

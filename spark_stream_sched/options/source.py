@@ -89,21 +89,21 @@ idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that h
                                  sends below the bound already released are *late*: an error, or
                                  dropped with ``outOfOrder=drop``
 adaptation             none      distributed adaptation of partition groups across the Spark
-                                 tasks at micro-batch boundaries (seed 003 §5-§6): ``none``
-                                 (each task owns a fixed range of groups), ``lazy-disk`` (move
-                                 the most productive groups from the fullest task to the
+                                 tasks at micro-batch boundaries (Liu & Rundensteiner 2005, §5-§6):
+                                 ``none`` (each task owns a fixed range of groups), ``lazy-disk``
+                                 (move the most productive groups from the fullest task to the
                                  emptiest when ``M_l/M_m < thetaD``; push to disk only what
                                  rebalancing cannot hold) or ``active-disk`` (also push the
-                                 low-output task's least productive groups when memory is
-                                 balanced but ``MaxRate/MinRate > thetaF``). Decisions come from
-                                 the previous batch's recorded metrics and are recorded with the
-                                 batch (``<stateLocation>/assignments``), so replays repeat them;
-                                 pushes apply only when the last operator is a ``join`` and
-                                 there is no window. See docs/state_store.md
+                                 low-output task's least productive groups when memory is balanced
+                                 but ``MaxRate/MinRate > thetaF``). Decisions come from the previous
+                                 batch's recorded metrics and are recorded with the batch
+                                 (``<stateLocation>/assignments``), so replays repeat them; pushes
+                                 apply only when the last operator is a ``join`` and there is no
+                                 window. See docs/state_store.md
 thetaD                 0.8       move groups when ``M_l / M_m < thetaD``, in (0, 1]
 thetaF                 2.0       active-disk pushes when ``MaxRate / MinRate > thetaF`` (>= 1)
 pushFraction           0.3       least share of an over-budget task's state pushed to disk at
-                                 once (seed 003 §4.4; Fig. 9), in (0, 1]
+                                 once (Liu & Rundensteiner 2005, §4.4; Fig. 9), in (0, 1]
 stateMemoryBudget      (none)    bytes of partition-group state in memory per task, e.g.
                                  ``512m``: a task above it pushes its least productive groups
                                  (with adaptation); also the size of the committed-state cache
@@ -120,9 +120,9 @@ The options that define the query are recorded under ``stateLocation`` at first 
 restart with a changed one fails at ``load()``, naming the option, the recorded and the new
 value (``runtime/query/recorded.py``).
 
-``idleTimeout`` keeps determinism (DESIGN.md §2) because the decision is *recorded*: it is part
-of the offset that Spark writes to its offset log before the batch runs, so a replay or a
-restart reproduces exactly the same ready bounds and results.
+``idleTimeout`` keeps results deterministic (README, "Semantics") because the decision is
+*recorded*: it is part of the offset that Spark writes to its offset log before the batch runs, so a
+replay or a restart reproduces exactly the same ready bounds and results.
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ def register(sub: Any) -> None:
                    help="run the plan (S-Merge -> [where] -> windows) on the threaded executor "
                         "under this scheduling strategy, e.g. fifo, chain, path_capacity; "
                         "with --op one of ct, lp, et, qst (Prasaad et al. 2018, §6) picks which "
-                        "keyed "
-                        "operator a free worker serves; the result is the same for every one")
+                        "keyed operator a free worker serves; the result is the same for every "
+                        "one")
     p.add_argument("--workers", type=int, default=1, help="executor worker threads (default 1); "
                    "with --op the keyed operators run on this many threads (hybrid queue)")
     p.add_argument("--queue", choices=("hybrid", "partitioned"), default="hybrid",

@@ -135,8 +135,8 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import canonical_format
+from spark_stream_sched.options.table import option_names
 from spark_stream_sched.runtime.distribution.manager import (
-    ADAPTATION_OPTIONS,
     AdaptationConfig,
     adaptation_from_options,
 )
@@ -154,13 +154,9 @@ from spark_stream_sched.runtime.query.spec import (
 )
 from spark_stream_sched.runtime.state.batch_metrics import KEEP_BATCHES
 
-#: Canonical option names (documented spelling); matching is case-insensitive.
-OPTION_NAMES: tuple[str, ...] = (
-    "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
-    "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
-    "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
-    "operators", "keepMetrics", *ADAPTATION_OPTIONS,
-)
+#: Canonical option names (documented spelling, declared in :mod:`.table`); matching is
+#: case-insensitive.
+OPTION_NAMES: tuple[str, ...] = option_names("source")
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 #: Required by a batch read (``spark.read``), which keeps its state in memory.
 BATCH_REQUIRED = ("inputs", "window", "aggregates")

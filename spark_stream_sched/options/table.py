@@ -77,7 +77,9 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
      "elsewhere)", (
         S("inputs", cli="--input (repeated)", toml="[data] paths", kind="paths, comma-separated",
           default="required",
-          meaning="one directory (its files in name order) or glob per input stream"),
+          meaning="one directory (its files in name order; hidden `.`/`_` files skipped) or "
+                  "glob per input stream; later files must sort after those admitted "
+                  "(`lateFiles`); `load(path)` is refused"),
         S("format", cli="--format", toml="[data] format", kind="`parquet`, `csv`, `jsonl`",
           default="parquet", meaning="input file format (`json` is an alias of `jsonl`)",
           value="parquet"),
@@ -92,8 +94,10 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           meaning="input rows admitted per micro-batch, the earliest by event time",
           value="500000"),
         S("endOfInput", kind="`never`, `availableNow`, `exhausted`", default="never",
-          meaning="when an input counts as finished so that the last windows close; "
-                  "`availableNow` for bounded `Trigger.AvailableNow` runs", value="never"),
+          meaning="when an input counts as finished, so that the last windows close: `never` "
+                  "(open windows wait, as in Spark), `availableNow` (the files present when a "
+                  "`Trigger.AvailableNow` query starts), `exhausted` (the files listed so far); "
+                  "a finished input stays finished", value="never"),
         S("lateFiles", kind="`fail`, `skip`", default="fail",
           meaning="a file that sorts before one already admitted: stop naming it, or skip "
                   "and count it", value="fail"),

@@ -94,8 +94,12 @@ def test_command_line_flags_are_in_the_table() -> None:
     for s in settings():
         if s.cli in ("--workers", "--format", "--out-of-order", "--queue", "--timestamp"):
             assert str(flags[s.cli].default) == s.default, s.cli
-    run_flags = _flags(run.register)
-    for s in settings():
-        if s.cli.startswith("run "):
-            assert s.cli.split(" ")[1] in run_flags
-    assert "--engine" in _flags(demo.register)
+    for command, register in (("run", run.register), ("demo", demo.register)):
+        flags = _flags(register)
+        named = {s.cli.split(" ")[1] for s in settings() if s.cli.startswith(f"{command} --")}
+        assert named == set(flags) - {"-h", "--help"}, command
+        for s in settings():
+            # a flag that overrides a TOML key has no default of its own
+            if (s.cli.startswith(f"{command} --") and not s.toml
+                    and s.default not in ("off", "required")):
+                assert str(flags[s.cli.split(" ")[1]].default) == s.default, s.cli

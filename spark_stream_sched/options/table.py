@@ -215,6 +215,20 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
         S(cli="--metrics", kind="file", default="none",
           meaning="executor: write the run's metrics summary as JSON"),
     )),
+    ("Command line: `spark-stream-sched run` and `demo`", (
+        S(cli="run <config>", kind="TOML file", default="required",
+          meaning="the job config, e.g. `conf/smart_grid.toml`"),
+        S(cli="run --quiet", kind="flag", default="off", meaning="no line per micro-batch"),
+        S(cli="demo --engine", kind="`spark`, `sink`, `runtime`", default="spark",
+          meaning="the source, file streams into the sink, or the engine without Spark"),
+        S(cli="demo --output", kind="directory", default="demo-output",
+          meaning="inputs, checkpoint and results (earlier results are replaced)"),
+        S(cli="demo --tmp", kind="flag", default="off",
+          meaning="use a temporary directory, removed afterwards"),
+        S(cli="demo --rows", kind="integer", default="100000", meaning="rows to generate"),
+        S(cli="demo --show", kind="integer", default="12", meaning="result rows to print"),
+        S(cli="demo --quiet", kind="flag", default="off", meaning="no line per micro-batch"),
+    )),
 )
 
 

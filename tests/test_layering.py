@@ -1,4 +1,4 @@
-"""The runtime must never import pyspark (DESIGN.md §3): walk every module's AST."""
+"""The runtime must never import pyspark: walk every module's AST."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from spark_stream_sched.bench.spark_data import Truth, Workload, matches, result
 from spark_stream_sched.bench.spark_floor import NO_OUTPUT
 from spark_stream_sched.errors import SparkStreamSchedError
 
-#: Engines whose scaling is measured: the ones issue 10 asks to scale (the source, the
+#: Engines whose scaling is measured: the ones that should scale with cores (the source, the
 #: transformation, the sink), their floor, and the native peers they are compared with.
 SCALING_ENGINES = ("native", "native-minby", "ordered-agg", "transform", "ordered-agg-sink",
                    "floor-python")

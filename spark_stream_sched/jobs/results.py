@@ -75,7 +75,7 @@ def output_files(output: str | Path) -> list[Path]:
 
 def sort_results(table: pa.Table, key_columns: Sequence[str], ts_column: str = "ts"
                  ) -> pa.Table:
-    """Order result rows by ``(window_end, window_start, keys)`` (DESIGN.md §2 output order).
+    """Order result rows by ``(window_end, window_start, keys)`` (README, "Semantics").
 
     Sessions: ``(session_end, session_start, keys)``; rows of a keyed pipeline:
     ``(ts, keys)`` (the total order's ``input, seq`` are not part of the output).

@@ -1,9 +1,9 @@
 """Distributed adaptation in the ``ordered-agg`` source, driven as Spark's runner would (no JVM).
 
 The driver's ``partitions()`` decides each batch's group -> task assignment from the previous
-batch's recorded metrics (seed 003 §5-§6), records it under the batch's end version before any
-task runs, and splits the rows by it; a batch planned again reuses the record. The join's result
-must equal the batch oracle whatever moved or was pushed.
+batch's recorded metrics (Liu & Rundensteiner 2005, §5-§6), records it under the batch's end version
+before any task runs, and splits the rows by it; a batch planned again reuses the record. The join's
+result must equal the batch oracle whatever moved or was pushed.
 """
 
 from __future__ import annotations

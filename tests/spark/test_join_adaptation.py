@@ -3,11 +3,11 @@
 ``spark.readStream.format("ordered-agg")`` runs ``join(3, within=15 seconds)`` over three file
 streams in many micro-batches with ``adaptation=lazy-disk`` and a per-task ``stateMemoryBudget``
 small enough that the driver's distribution manager both moves partition groups between the two
-tasks and pushes join state to disk (seed 003 §5-§6). The driver process group is SIGKILLed in
-the middle of a batch whose recorded assignment moves or pushes groups (after a task wrote its
-state); the restart replays that batch with the recorded assignment. The restarted run's
-output must equal, batch for batch, an uninterrupted run of the same query, and over all
-batches the batch join oracle: no duplicate, no loss.
+tasks and pushes join state to disk (Liu & Rundensteiner 2005, §5-§6). The driver process group is
+SIGKILLed in the middle of a batch whose recorded assignment moves or pushes groups (after a task
+wrote its state); the restart replays that batch with the recorded assignment. The restarted run's
+output must equal, batch for batch, an uninterrupted run of the same query, and over all batches the
+batch join oracle: no duplicate, no loss.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_sigkill_mid_batch_with_moved_and_pushed_groups_restarts_to_the_oracle(
     assert len(oracle) > 1000
     assert sorted(row for rows in got.values() for row in rows) == oracle, "duplicate or loss"
 
-    # distributed adaptation really happened, as seed 003's lazy-disk allows it
+    # distributed adaptation really happened, as Liu & Rundensteiner's (2005) lazy-disk allows it
     every = records(state)
     assert sum(len(r.moves) for r in every) >= 2
     assert len({r.groups for r in every}) >= 2, "the assignment never changed"

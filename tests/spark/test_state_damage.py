@@ -1,4 +1,4 @@
-"""Fault injection as tests (issue 11, item 8): damaged files, a shared location, a full disk.
+"""Fault injection as tests: damaged files, a shared location, a full disk.
 
 * Damaged files under a real query restart: the newest source state version truncated or with
   a flipped byte, Spark's newest offset log file truncated, a sink commit marker damaged.

@@ -1,15 +1,16 @@
 """What a partition group reports to the distribution manager, and how it is pushed to disk.
 
-Seed 003 §4.3 keeps per partition group its size ``P_s``, results ``P_o`` and last update
-``T_u``; §5-§6 decide moves and pushes from them. A source partition group (the unit of state
-and of Spark tasks) runs one per-key pipeline (:class:`~..keyed.pipeline.Pipeline`) or window
+Liu & Rundensteiner (2005), §4.3 keeps per partition group its size ``P_s``, results ``P_o`` and
+last update ``T_u``; §5-§6 decide moves and pushes from them. A source partition group (the unit of
+state and of Spark tasks) runs one per-key pipeline (:class:`~..keyed.pipeline.Pipeline`) or window
 operator; this module reads its figures and applies a push, without caring which it is:
 
 * :func:`memory_bytes` -- ``P_s``: Arrow bytes of the rows still waiting for readiness plus the
   operator's memory-resident state (a join's memory parts, not its generations on disk);
 * :func:`spilled_bytes` -- bytes a group's join stages hold on disk, as they took in memory
-  (non-zero: the group has spilled, and lazy-disk never moves it, seed 003 §6 restriction 2;
-  the sum over groups with ``P_s`` estimates the query's memory ``M_q`` for active-disk);
+  (non-zero: the group has spilled, and lazy-disk never moves it, Liu & Rundensteiner (2005), §6
+  restriction 2; the sum over groups with ``P_s`` estimates the query's memory ``M_q`` for
+  active-disk);
 * :func:`push_to_disk` -- push every join stage's memory parts as generations (§4.1); the
   clean-up stage (§4.2, Eq. 1) later emits exactly the results they missed;
 * :func:`release` -- delete those files once the group's snapshot holds them;

@@ -105,7 +105,7 @@ def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) ->
 
 
 def _merge_groups(parts: Sequence[dict[str, Any]], merged: dict[str, Any]) -> None:
-    """Per-group figures of distributed adaptation (seed 003 §5), when the parts have them.
+    """Per-group figures of distributed adaptation (Liu & Rundensteiner 2005, §5), if any.
 
     ``group_loads`` (group -> ``[P_s bytes, results, spilled]``, the distribution manager's
     input for the next batch), ``assignment`` (task -> the groups it ran), ``workers`` (task ->

@@ -112,6 +112,12 @@ keepMetrics            1000      micro-batches whose metrics files (``metrics/ba
                                  about 1-2 KB each) and assignment records are kept under
                                  ``stateLocation``; older ones are deleted at each commit
                                  (docs/state_store.md, "Retention")
+spillLocation          (temp)    absolute directory under which the ``join`` stages write the
+                                 state they push to disk (one ``join-spill-*`` directory per
+                                 join stage and partition group, created when the first push
+                                 happens, deleted when the group's batch ends); default: the
+                                 system temp directory of each Python worker (Python's
+                                 ``tempfile.gettempdir()``: ``$TMPDIR``, else ``/tmp``)
 (path)                 refused   ``load(path)`` / option ``path`` is refused with a pointer to
                                  ``inputs`` (a query merges several streams; ``path`` names one)
 =====================  ========  =================================================================
@@ -127,6 +133,7 @@ restart reproduces exactly the same ready bounds and results.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -159,7 +166,7 @@ OPTION_NAMES: tuple[str, ...] = (
     "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
     "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
     "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
-    "operators", "keepMetrics", *ADAPTATION_OPTIONS,
+    "operators", "keepMetrics", "spillLocation", *ADAPTATION_OPTIONS,
 )
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 #: Required by a batch read (``spark.read``), which keeps its state in memory.
@@ -208,6 +215,7 @@ class SourceConfig(SpecView):
     late_files: str = "fail"
     adaptation: AdaptationConfig = AdaptationConfig()
     keep_metrics: int = KEEP_BATCHES
+    spill_location: str | None = None
 
 
 def parse_duration(option: str, text: str) -> int:
@@ -349,7 +357,30 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
                          if opts.get("idleTimeout", "").strip() else None),
         adaptation=adaptation_from_options(opts),
         keep_metrics=keep_option(opts),
+        spill_location=spill_option(opts),
     )
+
+
+def spill_option(opts: Mapping[str, str]) -> str | None:
+    """Option ``spillLocation`` (source and sink): an absolute directory, or None (temp dir).
+
+    Raises
+    ------
+    ConfigError
+        A relative path (the Python workers run in other working directories than the driver)
+        or a path that exists and is not a directory.
+    """
+    text = opts.get("spillLocation", "").strip()
+    if not text:
+        return None
+    if not os.path.isabs(text):
+        raise ConfigError(f"option spillLocation={text!r} must be an absolute path: the join's "
+                          f"spill files are written by Spark's Python workers, which run in "
+                          f"other working directories than the driver")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise ConfigError(f"option spillLocation={text!r} exists and is not a directory; give "
+                          f"a directory (it is created if missing)")
+    return text
 
 
 def keep_option(opts: Mapping[str, str]) -> int:

@@ -69,6 +69,9 @@ idleTimeout            (none)        an input with no row for this long (e.g. ``
 operators              (none)        keyed operators per key before the window, separated by
                                      ``;`` (as in the source; see docs/keyed.md); without
                                      ``window`` the last operator gives the result
+spillLocation          (temp)        absolute directory for the ``join`` stages' spill files,
+                                     as in the source; default: each Python worker's system
+                                     temp directory (``$TMPDIR``, else ``/tmp``)
 =====================  ============  ==========================================================
 
 Input contract. Spark keeps no order between the tasks of a micro-batch, so the sink orders each

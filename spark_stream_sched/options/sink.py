@@ -12,7 +12,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.options.source import MAX_KEEP, int_option, keep_option, parse_duration
+from spark_stream_sched.options.source import (
+    MAX_KEEP,
+    int_option,
+    keep_option,
+    parse_duration,
+    spill_option,
+)
 from spark_stream_sched.options.table import option_names
 from spark_stream_sched.runtime.engine.sink_config import SinkConfig
 from spark_stream_sched.runtime.names import normalise_options, one_name, query_required
@@ -66,6 +72,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),
+        spill_location=spill_option(opts),
     )
 
 

@@ -28,6 +28,7 @@ replay or a restart reproduces exactly the same ready bounds and results.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ class SourceConfig(SpecView):
     late_files: str = "fail"
     adaptation: AdaptationConfig = AdaptationConfig()
     keep_metrics: int = KEEP_BATCHES
+    spill_location: str | None = None
 
 
 def parse_duration(option: str, text: str) -> int:
@@ -246,7 +248,30 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
                          if opts.get("idleTimeout", "").strip() else None),
         adaptation=adaptation_from_options(opts),
         keep_metrics=keep_option(opts),
+        spill_location=spill_option(opts),
     )
+
+
+def spill_option(opts: Mapping[str, str]) -> str | None:
+    """Option ``spillLocation`` (source and sink): an absolute directory, or None (temp dir).
+
+    Raises
+    ------
+    ConfigError
+        A relative path (the Python workers run in other working directories than the driver)
+        or a path that exists and is not a directory.
+    """
+    text = opts.get("spillLocation", "").strip()
+    if not text:
+        return None
+    if not os.path.isabs(text):
+        raise ConfigError(f"option spillLocation={text!r} must be an absolute path: the join's "
+                          f"spill files are written by Spark's Python workers, which run in "
+                          f"other working directories than the driver")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise ConfigError(f"option spillLocation={text!r} exists and is not a directory; give "
+                          f"a directory (it is created if missing)")
+    return text
 
 
 def keep_option(opts: Mapping[str, str]) -> int:

@@ -118,6 +118,11 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
         S("keepMetrics", sink="keepMetrics", kind="integer >= 1", default="1000",
           meaning="micro-batches whose metrics files (source) or commit markers (sink) are "
                   "kept", value="1000"),
+        S("spillLocation", sink="spillLocation", kind="absolute directory",
+          default="each Python worker's temp directory (`$TMPDIR`, else `/tmp`)",
+          meaning="where `join` stages write the state they push to disk: one `join-spill-*` "
+                  "directory per join stage and partition group, deleted when the group's "
+                  "batch ends"),
         S("adaptation", kind="`none`, `lazy-disk`, `active-disk`", default="none",
           meaning="move partition groups between Spark tasks at batch boundaries and push "
                   "join state to disk (Liu & Rundensteiner (2005), §5–§6); " + _ADAPT,

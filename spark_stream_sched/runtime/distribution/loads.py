@@ -17,6 +17,9 @@ operator; this module reads its figures and applies a push, without caring which
 * :func:`hold_of` -- the group's own ``H`` (:mod:`~spark_stream_sched.runtime.keyed.join_hold`),
   which the engine records per group so that every group can hold back what another group's
   missing results could precede;
+* :func:`join_figures` -- what the group's join stages did so far, summed over the stages
+  (:class:`~..keyed.join_state.JoinCounts`: pushes, bytes pushed, clean-ups, their results
+  and seconds);
 * :func:`can_spill` -- whether pushing is allowed for a query: it needs a join stage, whose
   clean-up recovers what pushed state missed (its reorder buffer keeps the output in order, so
   stages and a window may follow it).
@@ -27,11 +30,13 @@ emitted per batch (every emitted row of a join is one result), which works for a
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
+
 import pyarrow as pa
 
 from spark_stream_sched.runtime.keyed.join import Join
 from spark_stream_sched.runtime.keyed.join_spec import parse_join
-from spark_stream_sched.runtime.keyed.join_state import arrow_bytes
+from spark_stream_sched.runtime.keyed.join_state import JoinCounts, arrow_bytes
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.keyed.stage import parse_stage
 from spark_stream_sched.runtime.query.ordered import GroupOperator
@@ -68,6 +73,23 @@ def memory_bytes(operator: GroupOperator, pending: pa.Table | None) -> int:
 def spilled_bytes(operator: GroupOperator) -> int:
     """Bytes the group's join stages hold on disk (0: nothing spilled)."""
     return sum(op.spilled_bytes for op in _joins(operator))
+
+
+#: Metric names of :func:`join_figures`: ``join_`` and each :class:`JoinCounts` field.
+JOIN_FIGURES = tuple(f"join_{f.name}" for f in fields(JoinCounts))
+
+
+def join_figures(operator: GroupOperator) -> dict[str, float]:
+    """The group's join counters summed over its join stages (zeros without a join).
+
+    The counters are cumulative and travel in the group's snapshot: a micro-batch's own figures
+    are the difference between the values after it and right after the group was restored.
+    """
+    total: dict[str, float] = dict.fromkeys(JOIN_FIGURES, 0)
+    for op in _joins(operator):
+        for name, value in asdict(op.counts).items():
+            total[f"join_{name}"] += value
+    return total
 
 
 def hold_of(operator: GroupOperator) -> int | None:

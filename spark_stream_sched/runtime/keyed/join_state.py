@@ -33,6 +33,8 @@ import contextlib
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,23 @@ from spark_stream_sched.runtime.state.snapshot import read_snapshot, write_snaps
 
 #: Snapshot kind of a generation file.
 GENERATION_KIND = "keyed.join.generation"
+#: Parent directory of the spill directories of joins built without one (option
+#: ``spillLocation``; None: the system temp directory), set by :func:`spilling_under`.
+SPILL_PARENT: ContextVar[str | None] = ContextVar("spill_parent", default=None)
+
+
+@contextlib.contextmanager
+def spilling_under(parent: str | None) -> Iterator[None]:
+    """Joins built (or restored) in this context without a ``spill_dir`` spill under ``parent``.
+
+    A query's execution option, not its definition: it is never recorded in a snapshot, so a
+    restart may spill elsewhere. ``None`` keeps the system temp directory.
+    """
+    token = SPILL_PARENT.set(parent)
+    try:
+        yield
+    finally:
+        SPILL_PARENT.reset(token)
 
 
 @dataclass
@@ -207,13 +226,14 @@ def choose_pushes(groups: list[PartitionGroup], budget: int, fraction: float, no
 class SpillStore:
     """Generation files of one join operator, in a private directory under ``parent``.
 
-    The directory is created at the first push (``tempfile.mkdtemp`` under ``parent``, created
-    if needed, or under the system temp directory when ``parent`` is None) and removed by
-    :meth:`close`.
+    The directory is created at the first push (``tempfile.mkdtemp`` with prefix ``join-spill-``
+    under ``parent``, created if needed) and removed by :meth:`close`. ``parent`` None takes the
+    :func:`spilling_under` directory current at construction, else the system temp directory
+    (:func:`tempfile.gettempdir`: ``$TMPDIR``, else ``/tmp`` on Linux).
     """
 
     def __init__(self, parent: str | None) -> None:
-        self.parent = parent
+        self.parent = parent if parent is not None else SPILL_PARENT.get()
         self.directory: str | None = None
         self.written = 0
 

@@ -31,6 +31,7 @@ from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 
 from .datagen import make_stream, write_stream
 from .helpers import drive_batches
+from .test_source_owner import run_batches
 
 JOIN = {"keyColumns": "meter", "operators": "join(3, within=3 seconds)"}
 
@@ -58,15 +59,7 @@ def canonical(rows: list[dict[str, Any]]) -> list[str]:
 
 def advance(reader: OrderedAggStreamReader, batches: int) -> dict[str, Any]:
     """Run and commit ``batches`` batches; return the offset the next one starts from."""
-    reader.prepareForTriggerAvailableNow()
-    start = reader.initialOffset()
-    for _ in range(batches):
-        end = reader.latestOffset(start, ReadMaxRows(150))
-        for part in reader.partitions(start, end):
-            list(reader.read(part))
-        reader.commit(end)
-        start = end
-    return start
+    return run_batches(reader, batches)
 
 
 @pytest.mark.parametrize(("policy", "budget"), [("lazy-disk", "700"), ("active-disk", "900")])

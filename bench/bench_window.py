@@ -1,4 +1,4 @@
-"""Window aggregation benchmark (seed 004 Table 2 queries) vs the MQ baseline.
+"""Window aggregation benchmark (Gulisano et al. 2016, Table 2 queries) vs the MQ baseline.
 
 A thin wrapper over :mod:`spark_stream_sched.bench.window`: import it and call ``run(...)``
 (returns one result dict per query), or run it as a script with the flags of

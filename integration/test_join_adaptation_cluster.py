@@ -2,12 +2,12 @@
 
 A driver subprocess (``join_adaptation_driver.py``) runs ``join(3, within=15 seconds)`` through
 ``readStream.format("ordered-agg")`` with ``adaptation=lazy-disk`` and ``thetaD=1`` on the
-standalone master + 2 workers (one 1-core executor each, so the two tasks of a micro-batch run
-on different executors), state under a directory both executors share. The driver's
-distribution manager moves groups between the tasks at batch boundaries (seed 003 §5); a group
-whose task lands on the other executor is loaded there from its checkpointed version file (the
-first executor's in-memory cache is of no use). The test shows recorded moves whose source and
-target tasks ran on different executors, and the output equal to the batch join oracle.
+standalone master + 2 workers (one 1-core executor each, so the two tasks of a micro-batch run on
+different executors), state under a directory both executors share. The driver's distribution
+manager moves groups between the tasks at batch boundaries (Liu & Rundensteiner 2005, §5); a group
+whose task lands on the other executor is loaded there from its checkpointed version file (the first
+executor's in-memory cache is of no use). The test shows recorded moves whose source and target
+tasks ran on different executors, and the output equal to the batch join oracle.
 
 Spark shuffles resource offers, so which executor runs task 0 of a batch is random: a move
 crosses executors with probability 1/2. The workload makes about 14 batches with a move, so the

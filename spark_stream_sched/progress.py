@@ -140,4 +140,16 @@ def format_line(figures: dict[str, Any]) -> str:
     return (f"ordered-agg batch {figures['batch_id']}: {figures['rows_read']:,} rows read, "
             f"{figures['rows_released']:,} released, {figures['late_dropped']:,} late dropped, "
             f"{figures['windows_out']:,} windows, state {figures['state_bytes']:,} B, "
-            f"lag {'-' if lag is None else f'{lag:,} ms'}, {figures['seconds']:.2f} s")
+            f"lag {'-' if lag is None else f'{lag:,} ms'}, {figures['seconds']:.2f} s"
+            + _join_part(figures))
+
+
+def _join_part(figures: dict[str, Any]) -> str:
+    """``, join: ...`` when the batch's joins pushed state or cleaned up (else empty)."""
+    pushed = int(figures.get("join_pushed_bytes") or 0) + int(
+        figures.get("join_held_pushed_bytes") or 0)
+    results = int(figures.get("join_cleanup_results") or 0)
+    if not (pushed or results or figures.get("join_cleanups")):
+        return ""
+    return (f", join: {results:,} clean-up results in "
+            f"{float(figures.get('join_cleanup_seconds') or 0.0):.2f} s, {pushed:,} B pushed")

@@ -1,4 +1,4 @@
-"""Extreme event times in real files (issue 12, defect 5): errors name input, file and row.
+"""Extreme event times in real files (a reported defect): errors name input, file and row.
 
 Covers the three ways files enter, all through the input layer: the Spark source's cursor reads
 (:mod:`spark_stream_sched.inputs.cursors`, pure, no JVM), the static snapshot

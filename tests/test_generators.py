@@ -1,4 +1,4 @@
-"""The sample-data generators are seeded, sorted per input and shaped like seed 004's data."""
+"""The sample-data generators are seeded, sorted per input, shaped like Gulisano et al. (2016)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 The CLI and the jobs read an input as a static snapshot (:func:`~spark_stream_sched.inputs.
 read_inputs`); the Spark source walks cursors over the same files (:mod:`spark_stream_sched.
-inputs.cursors`). Both must return the same rows for any table, format and file split — empty
-files included (issue 7: the source used to fail with ``Empty JSON file`` where the CLI read 0
+inputs.cursors`). Both must return the same rows for any table, format and file split — empty files
+included (a reported defect: the source used to fail with ``Empty JSON file`` where the CLI read 0
 rows).
 """
 
@@ -129,7 +129,7 @@ def test_json_is_an_alias_of_jsonl_everywhere(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
 def test_cli_reads_two_rows_from_three_jsonl_files(tmp_path: Path, capsys, fmt: str) -> None:
-    """Issue 7's reproduction through the CLI: the empty third file is 0 rows, not an error."""
+    """The reported empty-file case, CLI: the empty third file is 0 rows, not an error."""
     table = pa.table({"ts": pa.array([100, 2_500], pa.int64()), "v": [0.5, 1.0]})
     inputs.write_input(table, tmp_path / "in", "jsonl", n_files=3)
     out = tmp_path / "out.parquet"

@@ -1,4 +1,4 @@
-"""The runtime must never import pyspark (DESIGN.md §3): walk every module's AST."""
+"""The runtime must never import pyspark: walk every module's AST."""
 
 from __future__ import annotations
 
@@ -115,7 +115,9 @@ def test_every_adapter_module_talks_to_spark_and_the_adapter_stays_small() -> No
               and not any(m.split(".")[0] == "pyspark" for m in imported_modules(f))]
     assert silent == []
     lines = sum(len(f.read_text().splitlines()) for f in files)
-    assert lines <= 2000, f"spark/ has {lines} lines: engine or state code in the adapter?"
+    # 4,358 lines in 20 modules before the engine left the adapter; 2,067 in 13 with
+    # shipped_files.py (Spark's Python-worker path for --py-files): a budget, not a target
+    assert lines <= 2100, f"spark/ has {lines} lines: engine or state code in the adapter?"
 
 
 def test_no_import_cycles_between_modules() -> None:

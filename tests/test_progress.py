@@ -129,3 +129,19 @@ def test_importing_progress_loads_no_pyspark() -> None:
             "print(sorted(n for n in sys.modules if n.split('.')[0] == 'pyspark'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_join_figures_add_up_over_the_parts_and_reach_the_line(tmp_path: Path) -> None:
+    state, end = str(tmp_path / "state"), offset(10)
+    for part, (results, seconds, pushed) in enumerate([(3, 0.25, 1000), (4, 0.5, 24)]):
+        batch_metrics.write_part(state, version_id(end), part, {
+            "batch_id": 0, "rows_read": 10, "rows_released": 4, "windows_out": 7,
+            "late_dropped": 0, "state_bytes": 100, "lag_ms": None, "seconds": 0.5,
+            "join_cleanup_results": results, "join_cleanup_seconds": seconds,
+            "join_pushed_bytes": pushed, "join_held_pushed_bytes": 0, "join_pushes": 1,
+            "join_cleanups": 1})
+    (batch,) = source_progress(state)
+    assert (batch["join_cleanup_results"], batch["join_cleanup_seconds"],
+            batch["join_pushed_bytes"], batch["join_pushes"]) == (7, 0.75, 1024, 2)
+    assert format_line(batch).endswith(", 0.50 s, join: 7 clean-up results in 0.75 s, "
+                                       "1,024 B pushed")

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -99,13 +100,51 @@ def demo(root: Path) -> int:
     return int(pq.read_table(root / "demo-output" / "output").num_rows)
 
 
-def test_the_python_example_runs_from_a_plain_interpreter(demo: int, root: Path,
-                                                          tmp_path: Path) -> None:
-    (python_block,) = blocks("python")
-    script = tmp_path / "example.py"
-    script.write_text(python_block, encoding="utf-8")
-    out = run([str(root / ".venv" / "bin" / "python"), str(script)], root).stdout
+#: Where each entry point's example (source, sink, ``ordered()``) writes its windows.
+WINDOWS = {"source": "demo-output/example/windows", "sink": "demo-output/example-sink/windows",
+           "ordered": "demo-output/example-ordered/windows"}
+
+
+def run_python_block(door: str, root: Path, tmp_path: Path) -> str:
+    """Run the README's Python example of ``door`` as written; return its standard output."""
+    (block,) = [b for b in blocks("python") if WINDOWS[door] in b]
+    script = tmp_path / f"example_{door}.py"
+    script.write_text(block, encoding="utf-8")
+    return run([str(root / ".venv" / "bin" / "python"), str(script)], root).stdout
+
+
+def windows(root: Path, door: str) -> pa.Table:
+    """The windows ``door``'s example wrote, sorted by the output order."""
+    table = pq.read_table(root / WINDOWS[door])
+    return table.sort_by([("window_end", "ascending"), ("window_start", "ascending"),
+                          ("meter", "ascending")])
+
+
+@pytest.fixture(scope="module")
+def source_example(demo: int, root: Path, tmp_path_factory: pytest.TempPathFactory) -> pa.Table:
+    """Run the source's example; return its windows."""
+    out = run_python_block("source", root, tmp_path_factory.mktemp("source"))
     assert out.strip().splitlines()[-1] == f"{demo} windows"  # same windows as the demo's
+    return windows(root, "source")
+
+
+def test_the_readme_has_one_python_example_per_entry_point() -> None:
+    assert len(blocks("python")) == len(WINDOWS)
+
+
+def test_the_python_example_runs_from_a_plain_interpreter(source_example: pa.Table) -> None:
+    assert source_example.num_rows > 1000
+
+
+@pytest.mark.parametrize("door", ["sink", "ordered"])
+def test_the_sink_and_ordered_examples_give_the_source_s_windows(
+        door: str, demo: int, source_example: pa.Table, root: Path, tmp_path: Path) -> None:
+    out = run_python_block(door, root, tmp_path)
+    assert out.strip().splitlines()[-1] == f"{demo} windows"
+    got = windows(root, door)
+    assert got.column_names == source_example.column_names
+    assert got.schema == source_example.schema
+    assert got.equals(source_example)  # bit for bit, first() and float averages included
 
 
 def test_the_same_job_runs_three_ways(demo: int, root: Path) -> None:
@@ -164,3 +203,10 @@ def test_the_keyed_operator_examples_run(demo: int, root: Path) -> None:
     assert unbudgeted != join_line
     run(["bash", "-c", unbudgeted], root)
     assert joined.read_bytes() == (root / "demo-output" / "joined-ref.csv").read_bytes()
+
+
+def test_the_readme_stays_short_and_its_documents_exist() -> None:
+    assert len(README.splitlines()) <= 250
+    named = set(re.findall(r"docs/[\w./-]+\.md", README))
+    assert {"docs/options.md", "docs/performance.md", "docs/references.md"} <= named
+    assert [n for n in sorted(named) if not (REPO / n).is_file()] == []

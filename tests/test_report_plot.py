@@ -89,3 +89,36 @@ def test_missing_and_zero_figures_still_give_an_axis(tmp_path: Path, saved: list
     assert [t.get_text() for t in lag.texts] == ["n/a"]
     assert lag.get_ylim() == (0.0, 1.0)
     assert state.get_ylim() == (0.0, 1.0)
+
+
+def test_a_history_file_adds_memory_and_location_panels(tmp_path: Path, saved: list[Any],
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """A long run's history as JSON lines (the location keeps only ``keepMetrics`` batches):
+    source records and sink commit markers alike, with the memory and location series."""
+    import json
+
+    history = tmp_path / "history.jsonl"
+    records = [{"batch_id": i, **batch(i), "seconds": 0.5, "driver_rss_bytes": 80 << 20,
+                "worker_rss_bytes": 120 << 20, "jvm_rss_bytes": 600 << 20,
+                "location_bytes": 300_000, "location_files": 60} for i in (2, 0, 1)]
+    records.append({"batch_id": 3, "rows_in": 30, "location_files": 61})  # a sink marker
+    history.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    out = tmp_path / "report.png"
+    assert main(["report", str(history), "--out", str(out)]) == 0
+    (fig,) = saved
+    assert len(fig.axes) == 5
+    memory, location = fig.axes[3:]
+    assert [t.get_text() for t in memory.get_legend().get_texts()] == [
+        "driver (Python)", "driver (JVM)", "worker (largest)"]
+    assert memory.get_ylim()[1] > 600  # MiB of the JVM, inside the panel
+    assert [t.get_text() for t in location.get_legend().get_texts()] == ["MiB", "files / 100"]
+    assert [line.get_xdata().tolist() for line in location.get_lines()][1] == [0, 1, 2, 3]
+    history.write_text('{"batch_id": 0, "wall": 1.5, "jvm_rss_bytes": 1}\n')  # a soak's sample
+    saved.clear()
+    assert main(["report", str(history), "--out", str(out)]) == 0
+    (fig,) = saved
+    assert [ax.get_ylabel() for ax in fig.axes] == ["resident memory\n(MiB)"]
+    history.write_text('{"batch_id": 0}\nnot json\n')
+    assert main(["report", str(history), "--out", str(out)]) == 2
+    assert "history.jsonl line 2 is not a batch record" in capsys.readouterr().err

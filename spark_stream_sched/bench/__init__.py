@@ -1,8 +1,9 @@
 """Benchmarks of the runtime against per-tuple baselines, run side by side in one process.
 
 * :mod:`spark_stream_sched.bench.merge` -- S-Merge vs a ``heapq.merge`` k-way merge.
-* :mod:`spark_stream_sched.bench.window` -- the query shapes of seed 004 Table 2 (and the
-  smart-grid sliding-window query) on the runtime vs the MQ baseline (seed 004 §5.3).
+* :mod:`spark_stream_sched.bench.window` -- the query shapes of Gulisano et al. (2016), Table 2
+  (and the
+  smart-grid sliding-window query) on the runtime vs the MQ baseline (Gulisano et al. 2016, §5.3).
 
 Each module has ``run(...) -> list[dict]`` (one result dict per case) and ``format_results``;
 the ``spark-stream-sched bench`` command and the scripts in ``bench/`` call them. Rates are

@@ -1,9 +1,12 @@
-"""``bench adaptation``: seed 003's experiments on the runtime's N-way join (figs 9, 11, 16, 21).
+"""``bench adaptation``: the experiments of Liu & Rundensteiner (2005) on our N-way join.
 
-Every experiment runs the real ``join(3)`` operator (:mod:`~..runtime.keyed.join`: partition
-groups, checksummed spill generations, clean-up of Eq. 1) on generated inputs
-(:mod:`.adaptation_data`: seed 003 §3.4's tuple range and range join ratio per partition group),
-micro-batch by micro-batch (:mod:`.adaptation_run`):
+Figures 9, 11, 16 and 21 of the paper.
+
+
+Every experiment runs the real ``join(3)`` operator (:mod:`~..runtime.keyed.join`: partition groups,
+checksummed spill generations, clean-up of Eq. 1) on generated inputs (:mod:`.adaptation_data`: Liu
+& Rundensteiner (2005), §3.4's tuple range and range join ratio per partition group), micro-batch by
+micro-batch (:mod:`.adaptation_run`):
 
 * ``fig9``  -- one task, join ratio 3 everywhere, a budget of ``--budget-share`` of the final
   state: push 10% ... 90% of the memory (groups chosen at random, as in the paper) vs no push;
@@ -52,7 +55,7 @@ from spark_stream_sched.errors import ConfigError
 
 DEFAULT_PLOT_DIR = "docs/img"
 FIGURES = ("fig9", "fig11", "fig16", "fig21")
-#: Seed 003 §4.4, fig. 11: clean-up of 30%-Low-OutputRate vs 30%-High-OutputRate.
+#: Liu & Rundensteiner (2005), §4.4, fig. 11: clean-up of 30%-Low-OutputRate vs 30%-High-OutputRate.
 
 @dataclass(frozen=True)
 class Sizes:
@@ -260,7 +263,10 @@ COLUMNS = {"fig9": _COMMON + _DISK + _CHECKS, "fig11": _COMMON + _DISK + _CHECKS
 
 
 def fig11_comparison(rows: Results) -> str:
-    """Clean-up of High- vs Low-OutputRate as ratios, ours beside the paper's (seed 003 §4.4)."""
+    """Clean-up of High- vs Low-OutputRate as ratios, ours beside the paper's.
+
+    See Liu & Rundensteiner (2005), §4.4.
+    """
     by = {r["config"]: r for r in rows if r["figure"] == "fig11"}
     low, high = by.get("30%-Low-OutputRate"), by.get("30%-High-OutputRate")
     if not low or not high or not low["cleanup_results"] or not low["cleanup_s"]:
@@ -295,6 +301,7 @@ def format_results(results: Results) -> str:
 
 def register(bench: Any) -> Any:
     """Return the ``BENCHES`` entry; ``bench`` is the CLI's ``Bench`` record type."""
-    return bench("seed 003 figs 9, 11, 16, 21: disk adaptation, clean-up, distributed "
+    return bench("Liu & Rundensteiner (2005), figs 9, 11, 16, 21: disk adaptation, clean-up, "
+                 "distributed "
                  "adaptation, lazy- vs active-disk on the runtime's 3-way join",
                  add_args, run_cli, format_results)

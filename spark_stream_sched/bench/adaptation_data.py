@@ -1,11 +1,14 @@
-"""Workloads of ``bench adaptation``: seed 003 §3.4's synthetic 3-way join inputs, and the oracle.
+"""Workloads of ``bench adaptation``: synthetic 3-way join inputs, and the oracle.
 
-Seed 003 §3.4 controls its streams with two factors: the *tuple range* ``R`` and the *range join
-ratio* ``r``: within the first ``R`` tuples of an input a key occurs about ``r`` times, so an
-arriving tuple of a 3-way join meets about ``r * r`` results, ``(2r)^2`` in the next range, and
-so on (the state, and the output per tuple, grow with time). Here a partition group ``g`` has its
-own ratio ``r_g`` and weight ``w_g`` (share of the tuples, possibly changing every *phase* of
-``phase_rows`` tuples: fig. 14-16's alternating load), and a pool of ``R * w_g / r_g`` keys that
+The inputs are those of Liu & Rundensteiner (2005), §3.4.
+
+
+Liu & Rundensteiner (2005), §3.4 controls its streams with two factors: the *tuple range* ``R`` and
+the *range join ratio* ``r``: within the first ``R`` tuples of an input a key occurs about ``r``
+times, so an arriving tuple of a 3-way join meets about ``r * r`` results, ``(2r)^2`` in the next
+range, and so on (the state, and the output per tuple, grow with time). Here a partition group ``g``
+has its own ratio ``r_g`` and weight ``w_g`` (share of the tuples, possibly changing every *phase*
+of ``phase_rows`` tuples: fig. 14-16's alternating load), and a pool of ``R * w_g / r_g`` keys that
 all fall into group ``g`` under the join's own router (:meth:`~..runtime.keyed.join.Join.group_of`),
 so a group's ratio and memory are what the experiment sets.
 
@@ -94,8 +97,9 @@ def make_join(n_groups: int, n_inputs: int = 3, spill_dir: str | None = None,
               memory_budget: int | None = None) -> Join:
     """The runtime's ``join(n_inputs)`` on ``k``, unwindowed, over :data:`SCHEMA`.
 
-    Unordered (``ordered=False``): clean-up results leave at the clean-up, as in seed 003, so
-    the bench counts normal-run and clean-up results as the paper does and may move any group.
+    Unordered (``ordered=False``): clean-up results leave at the clean-up, as in Liu & Rundensteiner
+    (2005), so the bench counts normal-run and clean-up results as the paper does and may move any
+    group.
     """
     return Join(StageSpec("join", (str(n_inputs),), ()), SCHEMA, KEYS, "ts",
                 n_groups=n_groups, spill_dir=spill_dir, memory_budget=memory_budget,

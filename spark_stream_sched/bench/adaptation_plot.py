@@ -1,4 +1,6 @@
-"""Plots of ``bench adaptation``: ``adapt_fig9.png`` ... ``adapt_fig21.png`` (seed 003's figures).
+"""Plots of ``bench adaptation``: ``adapt_fig9.png`` ... ``adapt_fig21.png``.
+
+See Liu & Rundensteiner's (2005) figures.
 
 The x-axis is the input consumed, in micro-batches: the paper's "minutes" at its fixed input
 rate (see :mod:`.adaptation`). Curves come from the first repeat (counts are deterministic).
@@ -77,7 +79,7 @@ def _fig11(rows: Results, axes: Any) -> None:
     paper = [p["high_tuples"] / p["low_tuples"], p["high_ms"] / p["low_ms"], np.nan]
     x = np.arange(3)
     axes[1].bar(x - 0.2, ours, 0.4, label="this run")
-    axes[1].bar(x + 0.2, paper, 0.4, label="seed 003 (fig. 11 text)")
+    axes[1].bar(x + 0.2, paper, 0.4, label="Liu & Rundensteiner (2005), fig. 11 text")
     for xi, value in zip(x, ours, strict=True):
         axes[1].annotate(f"x{value:.2f}", (xi - 0.2, value), ha="center", va="bottom",
                          fontsize=8)

@@ -2,18 +2,19 @@
 
 :func:`run_disk` feeds the runtime's ``join(3)`` micro-batch by micro-batch; after each batch,
 when its memory-resident state exceeds the budget, groups are pushed to disk with
-:meth:`~..runtime.keyed.join.Join.push_group` in one of three orders (seed 003 §4.3-§4.4):
-``random`` (fig. 9: "we randomly choose partitions"), ``low`` (largest ``P_s/P_o`` first: the
-throughput-oriented rule, the same order as the join's built-in disk adaptation) or ``high``
-(smallest ``P_s/P_o`` first: fig. 11's other end), until ``fraction`` of the memory is pushed
-and the rest fits. :meth:`Join.finish` is the clean-up stage (Eq. 1).
+:meth:`~..runtime.keyed.join.Join.push_group` in one of three orders (Liu & Rundensteiner 2005,
+§4.3-§4.4): ``random`` (fig. 9: "we randomly choose partitions"), ``low`` (largest ``P_s/P_o``
+first: the throughput-oriented rule, the same order as the join's built-in disk adaptation) or
+``high`` (smallest ``P_s/P_o`` first: fig. 11's other end), until ``fraction`` of the memory is
+pushed and the rest fits. :meth:`Join.finish` is the clean-up stage (Eq. 1).
 
-:func:`run_cluster` plays seed 003 §5-§6 in one process: one join instance per "task", a router
-(the paper's *split* operator) sending each partition group's tuples to the instance holding it,
-and between batches the distribution manager: :func:`~..runtime.distribution.policy.plan_adaptation`
-on the groups' ``P_s``/``P_o`` and the tasks' output rates over the last interval; moves go
-through the group's checksummed bytes (:func:`~..runtime.keyed.join_transfer.encode_group`), as
-they would between hosts, and pushes through ``push_group``.
+:func:`run_cluster` plays Liu & Rundensteiner (2005), §5-§6 in one process: one join instance per
+"task", a router (the paper's *split* operator) sending each partition group's tuples to the
+instance holding it, and between batches the distribution manager:
+:func:`~..runtime.distribution.policy.plan_adaptation` on the groups' ``P_s``/``P_o`` and the tasks'
+output rates over the last interval; moves go through the group's checksummed bytes
+(:func:`~..runtime.keyed.join_transfer.encode_group`), as they would between hosts, and pushes
+through ``push_group``.
 
 Both return a :class:`Run` with the results' ids for the oracle check, and per-batch timelines
 (cumulative results of the normal run, memory per task) for the plots.
@@ -63,7 +64,7 @@ class Run:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Distribution-manager settings of :func:`run_cluster` (seed 003 §5-§6)."""
+    """Distribution-manager settings of :func:`run_cluster` (Liu & Rundensteiner 2005, §5-§6)."""
 
     tasks: int
     policy: str
@@ -76,7 +77,10 @@ class ClusterConfig:
 
 def disk_pushes(stats: list[dict[str, Any]], budget: int, fraction: float, order: str,
                 rng: np.random.Generator) -> list[int]:
-    """Groups to push when the memory part exceeds ``budget`` (seed 003 §4.3-§4.4)."""
+    """Groups to push when the memory part exceeds ``budget``.
+
+    See Liu & Rundensteiner (2005), §4.3-§4.4.
+    """
     total = sum(int(s["P_s"]) for s in stats)
     if total <= budget:
         return []

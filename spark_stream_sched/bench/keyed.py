@@ -1,4 +1,6 @@
-"""``bench keyed``: a keyed operator on W threads, hybrid vs partitioned queue (seed 002 §4, §7).
+"""``bench keyed``: a keyed operator on W threads, hybrid vs partitioned queue.
+
+See Prasaad et al. (2018), §4, §7.
 
 Parts (cases in :mod:`.keyed_cases`, operators and key placements in :mod:`.keyed_workloads`):
 
@@ -11,7 +13,8 @@ Parts (cases in :mod:`.keyed_cases`, operators and key placements in :mod:`.keye
   ``W = 1, 2, 4`` with packets fed at ``--load`` times what one worker can wait through;
 * ``cpu`` -- CPU-bound per-tuple costs (``cheap``, ``numpy`` drops the GIL, ``python`` holds it)
   under hash partitioning, reported with the measured number of usable cores;
-* ``pipeline`` -- the clickstream chain views -> pairs -> sessionize (seed 002 Table 1) per §6
+* ``pipeline`` -- the clickstream chain views -> pairs -> sessionize (Prasaad et al. 2018,
+  Table 1) per §6
   heuristic, with a check that every configuration's output is identical.
 
 Rows of :func:`spark_stream_sched.bench.keyed_sessions.run_sessions_bench` (another author's

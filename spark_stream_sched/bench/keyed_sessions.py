@@ -1,4 +1,6 @@
-"""Benchmark of ``sessionize(gap)`` on a clickstream (seed 002 Table 1, TPCx-BB Q2/Q4 sessions).
+"""Benchmark of ``sessionize(gap)`` on a clickstream.
+
+See Prasaad et al. (2018), Table 1, TPCx-BB Q2/Q4 sessions.
 
 Three implementations compute the same sessions over the same generated clickstream, side by side
 in one process:

@@ -118,7 +118,8 @@ def measured_run(run: Callable[[], Record], out: Path) -> Record:
     """Run one query while sampling Spark's processes; add micro-batches and the load."""
     with measure() as cpu:
         record = run()
-    return {**record, "cpu": cpu.by_role(), "micro_batches": batches_run(out),
+    return {**record, "cpu": cpu.by_role(), "cpu_wall_s": round(cpu.wall_s, 3),
+            "micro_batches": batches_run(out),
             "load_1m": round(os.getloadavg()[0], 2)}
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -128,16 +129,27 @@ class ProcessCpu:
     thread_cpu: dict[str, float] = field(default_factory=dict)
     alive: set[_Key] = field(default_factory=set)
     exited: int = 0
+    #: ``time.monotonic()`` of the baseline and of the latest sample: the window the figures
+    #: cover (``wall_s``).
+    started: float = 0.0
+    latest: float = 0.0
+
+    @property
+    def wall_s(self) -> float:
+        """Wall seconds between the baseline and the latest sample: the CPU figures' window."""
+        return self.latest - self.started
 
     def baseline(self) -> None:
         """Sample, and count only what every process and thread uses from now on."""
         self.sample()
+        self.started = self.latest
         for process in self.seen.values():
             process.first = process.last
         self.thread_cpu.clear()
 
     def sample(self) -> None:
         """Read every descendant's CPU time once, and every JVM thread's."""
+        self.latest = time.monotonic()
         stats = {int(p): s for p in os.listdir("/proc") if p.isdigit()
                  and (s := _stat(f"/proc/{p}/stat")) is not None}
         children: dict[int, list[int]] = {}

@@ -40,7 +40,7 @@ from spark_stream_sched.bench.spark_data import Truth, Workload, matches, result
 from spark_stream_sched.bench.spark_floor import NO_OUTPUT
 from spark_stream_sched.errors import SparkStreamSchedError
 
-#: Engines whose scaling is measured: the ones issue 10 asks to scale (the source, the
+#: Engines whose scaling is measured: the ones that should scale with cores (the source, the
 #: transformation, the sink), their floor, and the native peers they are compared with.
 SCALING_ENGINES = ("native", "native-minby", "ordered-agg", "transform", "ordered-agg-sink",
                    "floor-python")
@@ -108,9 +108,12 @@ def _summary(engine: str, case: str, master: str, cores: int, work: Workload,
             "load_1m": [r["load_1m"] for r in timed],
             "matches_truth": None if engine in NO_OUTPUT else all(
                 matches(result_rows(Path(r["out"])), truth) for r in records),
-            # cores the run kept busy: how much of local[n] the shared machine gave it (a
-            # cluster's executors are not sampled)
-            "cores_busy": round(cpu["cpu_total_s"] / statistics.mean(seconds), 2)
+            # cores the run kept busy: how much of local[n] the shared machine gave it, CPU
+            # seconds per wall second of the window they were sampled over (which also holds
+            # the query's planning before ``seconds`` starts); a cluster's executors are not
+            # sampled
+            "cores_busy": round(cpu["cpu_total_s"]
+                                / statistics.mean(r["cpu_wall_s"] for r in timed), 2)
             if case == "cores" else None,
             **cpu, **sink_counters(timed), **stage_summary(timed, work.rows, cores)}
 

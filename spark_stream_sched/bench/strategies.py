@@ -1,12 +1,13 @@
 """``bench strategies``: every scheduling strategy on one bursty workload, simulated and real.
 
-The workload follows seed 001 §5.1: ``--streams`` self-similar input streams, each the
-superposition of 64 Pareto ON/OFF flows (:func:`~spark_stream_sched.data.bursty.bursty_counts`)
-with different mean rates, feeding ``--queries`` continuous queries of select/project operators
+The workload follows Jiang & Chakravarthy (2003), §5.1: ``--streams`` self-similar input streams,
+each the superposition of 64 Pareto ON/OFF flows
+(:func:`~spark_stream_sched.data.bursty.bursty_counts`) with different mean rates, feeding
+``--queries`` continuous queries of select/project operators
 (:func:`~spark_stream_sched.data.bursty.random_plan` without joins: the executor has none yet).
 Every operator carries both the numbers of the fluid model (capacity, selectivity) and real
-parameters (a predicate ``u<d> < selectivity`` on an independent uniform column, projections,
-and synthetic ``work`` proportional to ``1 / capacity``), so the same plan runs
+parameters (a predicate ``u<d> < selectivity`` on an independent uniform column, projections, and
+synthetic ``work`` proportional to ``1 / capacity``), so the same plan runs
 
 * in the discrete-time simulator (noise-free; time and memory in the model's units), and
 * on the real executor (wall-clock seconds, Arrow bytes; noisy: shared 2-core machine), with
@@ -15,9 +16,9 @@ and synthetic ``work`` proportional to ``1 / capacity``), so the same plan runs
   statistics seed every run). Each strategy's own unpaced rate on the calibration input is
   reported too: a strategy whose decisions cost more runs at a higher effective load.
 
-Figures (seed 001 Figures 2-4): latency, queue memory and output rate over time, one PNG per
-metric and source, written to ``--out`` (default ``docs/img/strategies_*.png``). The threshold
-strategy's memory limit ``M`` is 60% of the peak queue memory of path capacity in the same
+Figures (Jiang & Chakravarthy 2003, Figures 2-4): latency, queue memory and output rate over time,
+one PNG per metric and source, written to ``--out`` (default ``docs/img/strategies_*.png``). The
+threshold strategy's memory limit ``M`` is 60% of the peak queue memory of path capacity in the same
 source (formula 3.3 needs an ``M``; the paper does not give its value).
 """
 
@@ -69,7 +70,8 @@ def workload_plan(n_queries: int, n_streams: int, seed: int) -> QueryPlan:
 def stream_rates(plan: QueryPlan, load: float) -> dict[str, float]:
     """Mean tuples per time unit per stream so the simulated plan is ``load`` busy on average.
 
-    Streams get rates proportional to 1, 2, ... (seed 001: "different mean input rates").
+    Streams get rates proportional to 1, 2, ... (Jiang & Chakravarthy 2003: "different mean input
+    rates").
     """
     stats = plan.initial_stats()
     demand = dict.fromkeys(plan.streams, 0.0)
@@ -130,7 +132,10 @@ def _row(source: str, name: str, lat: np.ndarray, out: np.ndarray, mem: np.ndarr
 
 
 def burstiness(output: np.ndarray) -> float:
-    """Coefficient of variation of the output per time bucket (seed 001 Figure 3: smoothness)."""
+    """Coefficient of variation of the output per time bucket.
+
+    See Jiang & Chakravarthy (2003), Figure 3: smoothness.
+    """
     output = np.nan_to_num(np.asarray(output, dtype=float))
     return float(output.std() / output.mean()) if output.mean() > 0 else 0.0
 
@@ -146,7 +151,7 @@ def executor_inputs(counts: dict[str, np.ndarray], tick: float, seed: int,
     schedule: dict[str, list[float]] = {}
     for s, n in counts.items():
         table = _stream_table(rng, int(n.sum()), np.repeat(np.arange(len(n)), n), tick)
-        rows = default_packet_rows(row_bytes(table.schema))  # half the L2 cache (seed 000 §4)
+        rows = default_packet_rows(row_bytes(table.schema))  # half the L2 (Falt & Yaghob, §4)
         starts = np.cumsum(n) - n
         packets[s], schedule[s] = [], []
         for t in np.flatnonzero(n):
@@ -283,7 +288,8 @@ def plot_all(sim: dict[str, dict[str, Any]], real: dict[str, dict[str, Any]], ou
             note = ("fluid model, noise-free" if source == "simulator" else
                     f"real executor, {workers} worker(s), shared 2-core machine: NOISY")
             path = out / f"strategies_{source[:4]}_{key}.png"
-            _plot(series, key, f"{title} over time ({note}); cf. seed 001 {figure}; mean "
+            _plot(series, key, f"{title} over time ({note}); cf. Jiang & Chakravarthy (2003) "
+                  f"{figure}; mean "
                   f"load {load:g}; moving average of 1% of the run", _UNITS[source], path)
             written.append(path)
     return written
@@ -291,13 +297,14 @@ def plot_all(sim: dict[str, dict[str, Any]], real: dict[str, dict[str, Any]], ou
 
 def _plot(series: dict[str, dict[str, Any]], key: str, title: str, units: dict[str, str],
           path: Path) -> None:
-    """Top: the strategies of seed 001 §3; bottom: baselines and seed 002 heuristics."""
+    """Top: Jiang & Chakravarthy (2003), §3; bottom: baselines, Prasaad et al. (2018) heuristics."""
     plt = bench_extra("matplotlib.pyplot")
 
     fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
     groups = ([n for n in series if n in PAPER_STRATEGIES],
               [n for n in series if n not in PAPER_STRATEGIES])
-    for ax, names, label in zip(axes, groups, ("seed 001 strategies", "baselines, seed 002"),
+    labels = ("Jiang & Chakravarthy (2003) strategies", "baselines, Prasaad et al. (2018)")
+    for ax, names, label in zip(axes, groups, labels,
                                 strict=True):
         for i, name in enumerate(names):
             s = series[name]

@@ -1,12 +1,12 @@
-"""Window benchmark: the query shapes of seed 004 Table 2 on the runtime vs the MQ baseline.
+"""Window benchmark: Gulisano et al. (2016), Table 2 queries, runtime vs the MQ baseline.
 
 Each query is run by the runtime (:class:`~spark_stream_sched.runtime.query.OrderedAggregation`,
 S-Merge + vectorised pane aggregation) and by MQ (:class:`~spark_stream_sched.testing.baselines.
-MQAggregate`, seed 004 Algorithm 2, per tuple), both fed round-robin in ``batch_rows`` packets
-per input. Query names follow Table 2: ``k``/``K`` few (243 meters) / many (40,000 songs) keys,
-``w``/``W`` 10 / 20 windows per tuple, ``f``/``F`` a cheap / costly per-tuple function; ``OS``
-order-sensitive (``first``), ``OI`` order-insensitive (``count``, ``avg``). ``sg-sliding`` is
-the smart-grid count/avg/first query over 30 s windows sliding by 3 s.
+MQAggregate`, Gulisano et al. (2016), Algorithm 2, per tuple), both fed round-robin in
+``batch_rows`` packets per input. Query names follow Table 2: ``k``/``K`` few (243 meters) / many
+(40,000 songs) keys, ``w``/``W`` 10 / 20 windows per tuple, ``f``/``F`` a cheap / costly per-tuple
+function; ``OS`` order-sensitive (``first``), ``OI`` order-insensitive (``count``, ``avg``).
+``sg-sliding`` is the smart-grid count/avg/first query over 30 s windows sliding by 3 s.
 
 MQ is slow, so it runs on ``baseline_rows`` rows of the same generator; the runtime also runs
 on those rows (untimed) and its result is compared with MQ's (column ``match``).
@@ -170,7 +170,8 @@ COLUMNS = (
 
 def format_results(results: Sequence[dict[str, Any]]) -> str:
     """Render window results as a table with a note on how they were measured."""
-    note = ("runtime: S-Merge + vectorised panes; MQ: seed 004 Algorithm 2, one tuple at a "
+    note = ("runtime: S-Merge + vectorised panes; MQ: Gulisano et al. (2016), Algorithm 2, one "
+            "tuple at a "
             "time in Python. Both streamed in packets; rates in tuples/s, best of repeat runs")
     if any(r["baseline_rows"] != r["rows"] for r in results):
         note += "; MQ measured on fewer rows (see 'MQ rows'), so compare rates, not times"

@@ -90,13 +90,14 @@ def register(sub: Any) -> None:
     p.add_argument("--scheduler", metavar="NAME",
                    help="run the plan (S-Merge -> [where] -> windows) on the threaded executor "
                         "under this scheduling strategy, e.g. fifo, chain, path_capacity; "
-                        "with --op one of ct, lp, et, qst (seed 002 §6) picks which keyed "
-                        "operator a free worker serves; the result is the same for every one")
+                        "with --op one of ct, lp, et, qst (Prasaad et al. 2018, §6) picks which "
+                        "keyed operator a free worker serves; the result is the same for every "
+                        "one")
     p.add_argument("--workers", type=int, default=1, help="executor worker threads (default 1); "
                    "with --op the keyed operators run on this many threads (hybrid queue)")
     p.add_argument("--queue", choices=("hybrid", "partitioned"), default="hybrid",
                    help="with --op and --workers/--scheduler: the keyed operators' work queue, "
-                        "seed 002 fig. 7 (hybrid, default) or §4.2 (partitioned)")
+                        "Prasaad et al. (2018), fig. 7 (hybrid, default) or §4.2 (partitioned)")
     p.add_argument("--read-ahead", type=int, default=None, metavar="N",
                    help="executor: read an input packet only while fewer than N wait "
                         "unprocessed (default 4)")
@@ -260,9 +261,9 @@ def _run_keyed_parallel(args: argparse.Namespace, schema: pa.Schema,
     """``S-Merge -> [where] -> keyed operators`` on a KeyedPipeline, then windows sequentially.
 
     Every ``--op`` is one keyed stage (100 partitions of ``--key``, one operator per partition,
-    seed 002 §4); the S-Merged packets are fed as they are read, with their ready bounds. The
-    output equals the single-threaded path's (same rows, same order). Returns the result rows,
-    the dropped out-of-order rows and the input rows read.
+    Prasaad et al. (2018), §4); the S-Merged packets are fed as they are read, with their ready
+    bounds. The output equals the single-threaded path's (same rows, same order). Returns the result
+    rows, the dropped out-of-order rows and the input rows read.
     """
     from spark_stream_sched.runtime.executor.keyed_parallel import (
         HEURISTICS,

@@ -3,14 +3,16 @@
 Sub-commands (each prints a table, or JSON with ``--json``):
 
 * ``bench merge``  -- S-Merge vs ``heapq.merge`` for 2, 8, 20 and 64 inputs.
-* ``bench window`` -- seed 004 Table 2 query shapes (and the smart-grid sliding query) on the
+* ``bench window`` -- Gulisano et al. (2016), Table 2 query shapes (and the smart-grid sliding
+  query) on the
   runtime vs the MQ baseline.
 * ``bench strategies`` -- the scheduling strategies in the simulator and on the executor.
 * ``bench spark``  -- ``ordered-agg`` against Spark's native union + window + ``first()``.
 * ``bench keyed``  -- a keyed operator on W threads: hybrid vs partitioned queue under key skew
-  (seed 002 §7.2.1), a clickstream pipeline per §6 heuristic, and the rows of
+  (Prasaad et al. 2018, §7.2.1), a clickstream pipeline per §6 heuristic, and the rows of
   ``bench/keyed_sessions.py`` (hooked in ``spark_stream_sched.bench.keyed._sessions_rows``).
-* ``bench adaptation`` -- seed 003 figs 9, 11, 16, 21 on the runtime's 3-way join: disk
+* ``bench adaptation`` -- Liu & Rundensteiner (2005), figs 9, 11, 16, 21 on the runtime's 3-way
+  join: disk
   adaptation, clean-up cost, distributed adaptation, lazy-disk vs active-disk.
 * ``bench join``   -- the runtime's 2/3-way join alone vs a pandas merge and DuckDB.
 * ``bench join-memory`` -- peak RSS of the join with and without a memory budget, each
@@ -154,7 +156,7 @@ def _format_all(results: Results) -> str:
 BENCHES: dict[str, Bench] = {
     "merge": Bench("S-Merge vs heapq.merge for 2, 8, 20, 64 inputs",
                    _add_merge_args, _run_merge, _format_merge),
-    "window": Bench("seed 004 Table 2 queries: runtime vs the MQ baseline",
+    "window": Bench("Gulisano et al. (2016), Table 2 queries: runtime vs the MQ baseline",
                     _add_window_args, _run_window, _format_window),
     "strategies": strategies_bench.register(Bench),
     "spark": Bench(*spark_cli.BENCH),

@@ -1,14 +1,20 @@
 """``spark-stream-sched report <stateLocation>``: plot and tabulate the source's batch metrics.
 
 Reads ``<stateLocation>/metrics/`` (written by the ``ordered-agg`` source, see docs/source.md
-"Metrics"; nothing is written there), prints one row per batch and writes a PNG with three
-panels over the batches: input rows per second, lag of the ready bound behind the newest input,
-and state bytes. Needs matplotlib (the ``bench`` extra).
+"Metrics"; nothing is written there) -- or a JSON-lines file of batch records (one merged
+metrics record, or one sink commit marker, a line: a long run's history, of which the state
+location keeps only the last ``keepMetrics`` batches) -- prints one row per batch and writes a
+PNG with three panels over the batches: input rows per second, lag of the ready bound behind
+the newest input, and state bytes; and, when the records have them, two more for a query meant
+to run for weeks: the resident memory of the driver and the workers, and the files and bytes
+under the state location (docs/state_store.md, "Retention"). Needs matplotlib (the ``bench``
+extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from typing import Any
@@ -18,7 +24,15 @@ from spark_stream_sched.runtime.state import batch_metrics
 
 _COLUMNS = [("batch_id", "batch"), ("rows_read", "rows read"), ("rows_released", "released"),
             ("late_dropped", "late"), ("windows_out", "windows"), ("state_bytes", "state B"),
-            ("lag_ms", "lag ms"), ("seconds", "seconds"), ("rows_per_second", "rows/s")]
+            ("lag_ms", "lag ms"), ("seconds", "seconds"), ("rows_per_second", "rows/s"),
+            ("location_files", "loc files")]
+#: The panels drawn when the records have their figures: y label -> {field: legend, scale}.
+_USAGE = {
+    "resident memory\n(MiB)": {"driver_rss_bytes": ("driver (Python)", 2**20),
+                                "jvm_rss_bytes": ("driver (JVM)", 2**20),
+                                "worker_rss_bytes": ("worker (largest)", 2**20)},
+    "stateLocation": {"location_bytes": ("MiB", 2**20), "location_files": ("files / 100", 100)},
+}
 #: Rows of the printed table (the newest batches; the plot has them all).
 TABLE_ROWS = 20
 #: Runs of up to this many batches are drawn as labelled bars, longer ones as lines.
@@ -33,7 +47,8 @@ def register(subparsers: Any) -> None:
                     "print a table of the newest batches and write a PNG of input rows/s, lag "
                     "behind the newest input and state bytes over the batches.")
     parser.add_argument("state_location", metavar="stateLocation",
-                        help="the source's stateLocation option")
+                        help="the source's stateLocation option, or a JSON-lines file of batch "
+                             "records")
     parser.add_argument("--out", default="report.png", help="PNG to write (default: %(default)s)")
     parser.set_defaults(func=run)
 
@@ -54,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
 def load(location: str) -> list[dict[str, Any]]:
     """The batches' figures with ``rows_per_second``; ConfigError when there are none."""
-    batches = batch_metrics.read_batches(location)
+    batches = (read_lines(location) if os.path.isfile(location)
+               else batch_metrics.read_batches(location))
     if not batches:
         where = batch_metrics.metrics_dir(location)
         hint = ("it is not a directory" if not os.path.isdir(location) else
@@ -63,8 +79,58 @@ def load(location: str) -> list[dict[str, Any]]:
                           f"stateLocation option of a query that has run")
     for b in batches:
         seconds = float(b.get("seconds") or 0.0)
-        b["rows_per_second"] = b["rows_read"] / seconds if seconds > 0 else 0.0
+        rows = b.get("rows_read", b.get("rows_in")) or 0
+        b["rows_per_second"] = rows / seconds if seconds > 0 else 0.0
     return batches
+
+
+def read_lines(path: str) -> list[dict[str, Any]]:
+    """Batch records from a JSON-lines file, in batch order (ConfigError naming a bad line)."""
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                int(record["batch_id"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{path} line {number} is not a batch record with a batch_id "
+                                  f"({exc}); give a stateLocation or a file of batch records, "
+                                  f"one JSON object a line") from None
+            records.append(record)
+    return sorted(records, key=lambda r: int(r["batch_id"]))
+
+
+def base_panels(batches: list[dict[str, Any]]) -> list[tuple[list[float], str]]:
+    """Rows/s, lag (s) and state (MiB) as ``(y, label)``.
+
+    None for records that have none of them but memory or location figures (a soak's samples).
+    """
+    usage = {key for fields in _USAGE.values() for key in fields}
+    present = {k for b in batches for k in b}
+    if present & usage and not present & {"rows_read", "rows_in", "lag_ms", "state_bytes"}:
+        return []
+    return [
+        ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
+        ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
+         "lag behind newest\ninput (event-time s)"),
+        ([float("nan") if b.get("state_bytes") is None else b["state_bytes"] / 2**20
+          for b in batches], "state (MiB)"),
+    ]
+
+
+def usage_panels(batches: list[dict[str, Any]]) -> list[tuple[dict[str, list[float]], str]]:
+    """The memory and location panels, ``({legend: y}, label)``, with the series present."""
+    out = []
+    for label, fields in _USAGE.items():
+        lines = {legend: [float("nan") if b.get(key) is None else b[key] / scale
+                          for b in batches]
+                 for key, (legend, scale) in fields.items()}
+        lines = {k: y for k, y in lines.items() if any(not math.isnan(v) for v in y)}
+        if lines:
+            out.append((lines, label))
+    return out
 
 
 def plot(batches: list[dict[str, Any]], out: str, location: str) -> None:
@@ -80,7 +146,7 @@ def plot(batches: list[dict[str, Any]], out: str, location: str) -> None:
 
 
 def figure(batches: list[dict[str, Any]], location: str) -> Any:
-    """Three panels over the batch ids: rows/s, lag (s), state (MiB); returns the Figure.
+    """Panels over the batch ids: rows/s, lag (s), state (MiB) and :func:`usage_panels`.
 
     Up to :data:`BARS_UP_TO` batches each batch is a labelled bar, so that a run of one or two
     batches reads as well as a long one; longer runs are lines. Every panel's y axis runs
@@ -92,15 +158,15 @@ def figure(batches: list[dict[str, Any]], location: str) -> Any:
 
     plt = bench_extra("matplotlib.pyplot", "the report command")
     x = [int(b["batch_id"]) for b in batches]
-    panels = [
-        ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
-        ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
-         "lag behind newest\ninput (event-time s)"),
-        ([b["state_bytes"] / 2**20 for b in batches], "state (MiB)"),
-    ]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 7), sharex=True)
-    for ax, (y, label) in zip(axes, panels, strict=True):
+    panels, usage = base_panels(batches), usage_panels(batches)
+    fig, axes = plt.subplots(len(panels) + len(usage), 1, squeeze=False,
+                             figsize=(9, 1 + 2 * (len(panels) + len(usage))), sharex=True)
+    axes = list(axes[:, 0])
+    for ax, (y, label) in zip(axes, panels, strict=False):
         _draw_panel(ax, x, [float(v) for v in y])
+        ax.set_ylabel(label, fontsize=9)
+    for ax, (lines, label) in zip(axes[len(panels):], usage, strict=True):
+        _draw_lines(ax, x, lines)
         ax.set_ylabel(label, fontsize=9)
     _batch_axis(axes[-1], x)
     count = f"{len(batches)} batch" + ("" if len(batches) == 1 else "es")
@@ -118,6 +184,16 @@ def _draw_panel(ax: Any, x: list[int], y: list[float]) -> None:
         ax.plot(x, y, "o-" if len(x) < 50 else "-", lw=1.2, ms=4)
     top = max((v for v in y if not math.isnan(v)), default=0.0)
     ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)  # room for the bar labels
+    ax.grid(alpha=0.3)
+
+
+def _draw_lines(ax: Any, x: list[int], lines: dict[str, list[float]]) -> None:
+    """Several series as lines with a legend; y from 0 to above the largest value."""
+    for legend, y in lines.items():
+        ax.plot(x, y, "o-" if len(x) < 50 else "-", lw=1.2, ms=4, label=legend)
+    top = max((v for y in lines.values() for v in y if not math.isnan(v)), default=0.0)
+    ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
+    ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
 
 

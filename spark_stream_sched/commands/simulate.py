@@ -1,14 +1,14 @@
 r"""``spark-stream-sched simulate``: run a plan under a scheduling strategy in the fluid model.
 
-Example (seed 001 §2.2, Table 2)::
+Example (Jiang & Chakravarthy 2003, §2.2, Table 2)::
 
     spark-stream-sched simulate --plan conf/sim/example_2_2_plan.json \
         --arrivals conf/sim/example_2_2_arrivals.json --strategy chain --steps 10
 
-prints one row per time unit: arrivals, total queue size, queue memory, tuples output and their
-mean latency, and the units that ran. ``--json`` prints one JSON object per line instead.
-``conf/sim/bursty_16q_*.json`` hold 16 random queries on bursty self-similar input (seed 001
-§5.1) for comparing strategies.
+prints one row per time unit: arrivals, total queue size, queue memory, tuples output and their mean
+latency, and the units that ran. ``--json`` prints one JSON object per line instead.
+``conf/sim/bursty_16q_*.json`` hold 16 random queries on bursty self-similar input (Jiang &
+Chakravarthy 2003, §5.1) for comparing strategies.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
         "simulate",
         help="simulate a plan under a scheduling strategy (fluid model)",
         description="Run a query plan under a scheduling strategy in the papers' fluid model "
-        "(seed 001 §2.2) and print queue size, memory, output and latency per time unit.",
+        "(Jiang & Chakravarthy 2003, §2.2) and print queue size, memory, output and latency per "
+        "time unit.",
     )
     p.add_argument("--plan", required=True, help="plan file (.json or .toml)")
     p.add_argument("--arrivals", required=True, help='arrivals file: {"stream": {"time": n}}')

@@ -1,4 +1,4 @@
-"""Bursty self-similar arrivals and random multi-query plans (seed 001 §5.1).
+"""Bursty self-similar arrivals and random multi-query plans (Jiang & Chakravarthy 2003, §5.1).
 
 Each input stream is the superposition of ``flows`` ON/OFF flows. A flow sends tuples only
 during its ON periods, with exponential inter-arrival times; ON and OFF period lengths follow
@@ -135,7 +135,9 @@ def random_plan(
     max_upper: int = 2,
     capacity_scale: float = 1.0,
 ) -> QueryPlan:
-    """Draw a plan of ``n_queries`` select-project-join queries over ``streams`` (seed 001 §5.1).
+    """Draw a plan of ``n_queries`` select-project-join queries over ``streams``.
+
+    See Jiang & Chakravarthy (2003), §5.1.
 
     Each query selects on 1 to ``max_joins + 1`` distinct streams (fast, selective leaves),
     joins them left-deep, then applies up to ``max_upper`` slower select/project operators.

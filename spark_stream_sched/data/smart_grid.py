@@ -1,8 +1,8 @@
 """Smart-grid sample data: meter readings forwarded by data concentrators.
 
-The model follows the Energy Consumption dataset and Figure 1 of seed 004: smart meters report
-their consumption every ``reading_interval_ms``; a mesh network forwards each message through one
-of the meter's data concentrators (a meter has ``paths_per_meter`` of them), and each
+The model follows the Energy Consumption dataset and Figure 1 of Gulisano et al. (2016): smart
+meters report their consumption every ``reading_interval_ms``; a mesh network forwards each message
+through one of the meter's data concentrators (a meter has ``paths_per_meter`` of them), and each
 concentrator is one input stream of the multiway aggregate. A few messages are outage alarms.
 
 Each concentrator's stream is sorted by ``ts`` (non-decreasing). Timestamps are floored to
@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 
-#: 2012-05-01T00:00:00Z in ms, the start of the Energy Consumption dataset of seed 004.
+#: 2012-05-01T00:00:00Z in ms, the start of the Energy Consumption dataset of Gulisano et al.
+#: (2016).
 SMART_GRID_START_TS = 1_335_830_400_000
 
 #: Columns of every smart-grid stream, in order.

@@ -1,10 +1,10 @@
 """SoundCloud-like sample data: comments that users post about songs.
 
-The model follows the SoundCloud dataset of seed 004 (Table 2, queries K-*, f-*, F-*): a
-stream of comments ``(ts, song, user, text)`` over ``n_songs`` songs (40,000 by default) with
-Zipf-like popularity, spread over ``n_inputs`` input streams (e.g. front-end servers). Some
-comments contain an e-mail address and some an IPv4 address, so that the "first/count comment
-containing a mail (or IP) address" queries have something to find.
+The model follows the SoundCloud dataset of Gulisano et al. (2016) (Table 2, queries K-*, f-*, F-*):
+a stream of comments ``(ts, song, user, text)`` over ``n_songs`` songs (40,000 by default) with
+Zipf-like popularity, spread over ``n_inputs`` input streams (e.g. front-end servers). Some comments
+contain an e-mail address and some an IPv4 address, so that the "first/count comment containing a
+mail (or IP) address" queries have something to find.
 
 Timestamps have second resolution by default (``tick_ms=1000``), like the original data, so
 equal timestamps are common. Every stream is sorted by ``ts``. Generation is vectorised with

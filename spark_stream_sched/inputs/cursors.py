@@ -206,10 +206,10 @@ def time_aligned_shares(heads: Sequence[np.ndarray], last_ts: Sequence[int | Non
     """Rows to admit per input: the ``budget`` earliest upcoming rows over all inputs.
 
     ``heads[j]`` holds the event times of input ``j``'s next rows (at most ``budget`` of them).
-    Admitting by time rather than by row count keeps the inputs aligned, so the ready bound
-    ``R = min_j last_ts(j)`` moves as far as the budget allows and few rows wait in state
-    (seed 004's T-Gate buffers exactly the rows above ``R``). Ties at the threshold go to the
-    lowest input ids. Out-of-order rows are ranked by the running maximum (the time the input
+    Admitting by time rather than by row count keeps the inputs aligned, so the ready bound ``R =
+    min_j last_ts(j)`` moves as far as the budget allows and few rows wait in state (the Tuple-Gate
+    of Gulisano et al. (2016), §5.5, buffers exactly the rows above ``R``). Ties at the threshold go
+    to the lowest input ids. Out-of-order rows are ranked by the running maximum (the time the input
     has reached), which is what the ready bound sees.
     """
     if budget is None or sum(len(h) for h in heads) <= budget:

@@ -76,6 +76,7 @@ class SourceDriver:
         self._empty_reported = False  # inputs without files are reported once per process
         self._ts_cache = EventTimeCache()  # timestamps peeked by admission, kept across batches
         self._token: str | None = None  # the location's owner token, once checked
+        self._claimed: str | None = None  # the token this process drew at initialOffset
 
     @property
     def manifests(self) -> list[FileManifest]:
@@ -98,7 +99,7 @@ class SourceDriver:
         """
         self.manifests  # noqa: B018 - the lock first
         if self._token is None:
-            self._token = owner.claim_fresh(self.plan.config.state_location)
+            self._token = self._claimed = owner.claim_fresh(self.plan.config.state_location)
         return Offset.initial(self.plan.config.n_inputs, self._token)
 
     def check_owner(self, offset: Offset, planned: bool = False) -> None:
@@ -109,7 +110,8 @@ class SourceDriver:
 check_token`).
         """
         self.manifests  # noqa: B018 - the lock first
-        self._token = owner.check_token(self.plan.config.state_location, offset.owner, planned)
+        self._token = owner.check_token(self.plan.config.state_location, offset.owner, planned,
+                                        self._claimed)
 
     def sync(self, late_files: str, admit_new: bool) -> None:
         """Append newly listed files to the manifests; handle late files by ``late_files``."""

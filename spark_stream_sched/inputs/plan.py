@@ -61,7 +61,7 @@ class SourcePlan:
         """The runtime's micro-batch entry for ``groups`` (``pushes``: pushed to disk first)."""
         c = self.config
         return GroupedBatch(c.spec, self.input_schema, tuple(groups), c.scheduler, c.workers,
-                            tuple(pushes))
+                            tuple(pushes), spill_location=c.spill_location)
 
     def output_arrow_schema(self) -> pa.Schema:
         """Arrow schema of the result rows (window bounds as timestamps for timestamp input)."""

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -23,7 +24,12 @@ WINDOW_COLUMNS = ("window_start", "window_end", "session_start", "session_end")
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a job did: engine, rows read and written, micro-batches, wall time, results."""
+    """What a job did: engine, rows read and written, micro-batches, wall time, results.
+
+    ``join``: what the query's join stages did over the run (``join_*`` figures summed over its
+    batches: clean-up results and seconds, bytes pushed to disk), None without a join stage or
+    when the engine does not report them (``sink``).
+    """
 
     engine: str
     n_inputs: int
@@ -34,6 +40,7 @@ class JobResult:
     output: str
     results: pa.Table
     startup_seconds: float = 0.0
+    join: dict[str, float] | None = None
 
     @property
     def rows_per_second(self) -> float:
@@ -75,7 +82,7 @@ def output_files(output: str | Path) -> list[Path]:
 
 def sort_results(table: pa.Table, key_columns: Sequence[str], ts_column: str = "ts"
                  ) -> pa.Table:
-    """Order result rows by ``(window_end, window_start, keys)`` (DESIGN.md §2 output order).
+    """Order result rows by ``(window_end, window_start, keys)`` (README, "Semantics").
 
     Sessions: ``(session_end, session_start, keys)``; rows of a keyed pipeline:
     ``(ts, keys)`` (the total order's ``input, seq`` are not part of the output).
@@ -141,8 +148,29 @@ def format_summary(result: JobResult) -> str:
         f"time          {result.seconds:.1f} s ({rate})"
         + (f", plus {result.startup_seconds:.1f} s to start Spark"
            if result.startup_seconds else ""),
+        *([format_join(result.join)] if result.join is not None else []),
         f"output        {result.output}",
     ])
+
+
+def format_join(figures: dict[str, float]) -> str:
+    """The summary's ``join`` line: clean-up results and seconds, bytes pushed to disk."""
+    pushed = int(figures.get("join_pushed_bytes", 0))
+    held = int(figures.get("join_held_pushed_bytes", 0))
+    return (f"join          {int(figures.get('join_cleanup_results', 0)):,} clean-up results "
+            f"in {figures.get('join_cleanup_seconds', 0.0):.2f} s; {pushed + held:,} B pushed "
+            f"to disk in {int(figures.get('join_pushes', 0)):,} pushes"
+            + (f" ({held:,} B of held results)" if held else ""))
+
+
+def join_totals(batches: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The ``join_*`` figures of ``batches`` (the source's per-batch metrics) added up."""
+    total: dict[str, float] = {}
+    for batch in batches:
+        for key, value in batch.items():
+            if key.startswith("join_") and isinstance(value, int | float):
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 def middle_window(table: pa.Table) -> pa.Table:

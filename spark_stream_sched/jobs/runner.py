@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, SparkStreamSchedError
 from spark_stream_sched.jobs.config import JobConfig
-from spark_stream_sched.jobs.results import JobResult, count_input_rows, read_output
+from spark_stream_sched.jobs.results import JobResult, count_input_rows, join_totals, read_output
 from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.spark import embedded
 
@@ -115,10 +115,15 @@ def _source_options(cfg: JobConfig, dirs: list[Path]) -> dict[str, str]:
         "format": cfg.data.format,
         **_query_options(cfg),
         "partitionGroups": str(cfg.query.partition_groups),
-        "stateLocation": str(Path(cfg.checkpoint).resolve() / "ordered-agg-state"),
+        "stateLocation": _state_location(cfg),
         "maxRecordsPerTrigger": str(cfg.max_records_per_trigger),
         "endOfInput": "availableNow",
     }
+
+
+def _state_location(cfg: JobConfig) -> str:
+    """The source engine's ``stateLocation``: next to Spark's checkpoint."""
+    return str(Path(cfg.checkpoint).resolve() / "ordered-agg-state")
 
 
 def sink_options(cfg: JobConfig, n_inputs: int) -> dict[str, str]:
@@ -275,11 +280,14 @@ def _run_sink(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
     return query
 
 
-def _run_runtime(cfg: JobConfig, dirs: list[Path]) -> None:
+def _run_runtime(cfg: JobConfig, dirs: list[Path]) -> dict[str, float] | None:
+    """Run the query in this process; its join figures (None: no join stage)."""
     from spark_stream_sched.errors import OutOfOrderError
     from spark_stream_sched.inputs import InputStream, locate, read_inputs
+    from spark_stream_sched.runtime.distribution.loads import can_spill, join_figures
     tables = read_inputs([str(d) for d in dirs], cfg.data.format)
-    query = cfg.query.spec(len(tables)).build(tables[0].schema)
+    spec = cfg.query.spec(len(tables))
+    query = spec.build(tables[0].schema)
     for i, table in enumerate(tables):
         try:
             query.push(i, table)
@@ -289,6 +297,18 @@ def _run_runtime(cfg: JobConfig, dirs: list[Path]) -> None:
     out = query.poll()
     with atomic_writer(str(Path(cfg.output) / "part-00000.parquet")) as tmp:
         pq.write_table(out, tmp)
+    return join_figures(query.window) if can_spill(spec) else None
+
+
+def _source_join(cfg: JobConfig, n_inputs: int, first_batch: int) -> dict[str, float] | None:
+    """The source's join figures over its batches from ``first_batch`` on (None: no join)."""
+    from spark_stream_sched.progress import source_progress
+    from spark_stream_sched.runtime.distribution.loads import can_spill
+
+    if not can_spill(cfg.query.spec(n_inputs)):
+        return None
+    batches = source_progress(_state_location(cfg))
+    return join_totals([b for b in batches if b["batch_id"] >= first_batch])
 
 
 def _spark_batches(checkpoint: str) -> int:
@@ -317,8 +337,9 @@ def run_job(cfg: JobConfig, spark: Any | None = None, master: str | None = None,
     rows_in = count_input_rows(dirs, cfg.data.format)
     started, startup = time.perf_counter(), 0.0
     batches_before = _spark_batches(cfg.checkpoint)
+    join = None
     if cfg.engine == "runtime":
-        _run_runtime(cfg, dirs)
+        join = _run_runtime(cfg, dirs)
         batches = 1
     else:
         session = spark if spark is not None else embedded.get_spark(
@@ -332,7 +353,9 @@ def run_job(cfg: JobConfig, spark: Any | None = None, master: str | None = None,
         else:
             engine(session, cfg, dirs)
         batches = _spark_batches(cfg.checkpoint) - batches_before
+        if cfg.engine == "source":
+            join = _source_join(cfg, len(dirs), batches_before)
     seconds = time.perf_counter() - started
     results = read_output(cfg.output, list(cfg.query.key_columns), cfg.query.timestamp_column)
     return JobResult(cfg.engine, len(dirs), rows_in, results.num_rows, batches, seconds,
-                     cfg.output, results, startup)
+                     cfg.output, results, startup, join)

@@ -12,18 +12,20 @@ from pathlib import Path
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.options.source import MAX_KEEP, int_option, keep_option, parse_duration
+from spark_stream_sched.options.source import (
+    MAX_KEEP,
+    int_option,
+    keep_option,
+    parse_duration,
+    spill_option,
+)
+from spark_stream_sched.options.table import option_names
 from spark_stream_sched.runtime.engine.sink_config import SinkConfig
 from spark_stream_sched.runtime.names import normalise_options, one_name, query_required
 from spark_stream_sched.runtime.query import spec_from_options
 
-#: Canonical sink option names; Spark passes them lower-cased.
-SINK_OPTION_NAMES: tuple[str, ...] = (
-    "path", "inputs", "inputColumn", "timestampColumn", "keyColumns", "window", "slide",
-    "aggregates", "outOfOrder", "stateLocation", "checkpointLocation", "sequenceColumn",
-    "endOfInputColumn", "keepVersions", "queryName", "where", "operators", "partitionGroups",
-    "idleTimeout", "keepMetrics",
-)
+#: Canonical sink option names (declared in :mod:`.table`); Spark passes them lower-cased.
+SINK_OPTION_NAMES: tuple[str, ...] = option_names("sink")
 #: Inputs of one sink query (each has per-input figures in every commit marker).
 MAX_INPUTS = 10_000
 SINK_REQUIRED = ("path", "inputs", "window", "aggregates")
@@ -70,6 +72,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         checkpoint_location=opts.get("checkpointLocation", "").strip() or None,
         idle_timeout_ms=(parse_duration("idleTimeout", opts["idleTimeout"])
                          if opts.get("idleTimeout", "").strip() else None),
+        spill_location=spill_option(opts),
     )
 
 

@@ -12,121 +12,23 @@ with a did-you-mean suggestion. Every check here runs on the driver (from
 never in an executor later. Errors are :class:`~spark_stream_sched.errors.ConfigError` naming
 the option and the value.
 
-=====================  ========  =================================================================
-option                 default   meaning
-=====================  ========  =================================================================
-inputs                 required  comma-separated, one per input stream: a directory (its files in
-                                 name order hold the stream; hidden ``.``/``_`` files skipped) or a
-                                 glob (matches sorted by path). Files that appear later must sort
-                                 after the last file the source admitted from that input
-                                 (see ``lateFiles``).
-format                 parquet   ``parquet``, ``csv`` (header row) or ``jsonl`` (one object a
-                                 line; ``json`` is an alias); see ``inputs/formats.py``
-timestampColumn        ts        event time: int64 milliseconds or a timestamp column; values
-                                 must lie in years 0001..9999 (Spark's timestamp range), else
-                                 the query fails naming input, file and row
-keyColumns             (none)    comma-separated key columns (empty: one global key)
-window                 required  window size as a Spark interval: ``30 seconds``, ``30s``,
-                                 ``interval 1 minute``, ``1 minute 30 seconds``, ``1 week``,
-                                 ``500 milliseconds``; a bare number is refused; at most the
-                                 supported event-time span (years 0001..9999). Fixed at first
-                                 start
-slide                  = window  slide (tumbling windows when equal to window)
-aggregates             required  e.g. ``count(*) as n, avg(value) as mean, first(value) as f``;
-                                 split at top-level commas only (``first_where(v, a > 1)`` is one)
-stateLocation          required  directory for the runtime state (one per query, like a checkpoint);
-                                 streams only: a batch read (``spark.read``) keeps its state
-                                 in memory and ignores it (``spark/batch.py``)
-partitionGroups        16        number of partition groups (units of state); fixed at first start;
-                                 at most 4096 (each group is one state file per version)
-numPartitions          2         Spark tasks per micro-batch; each owns a range of partition
-                                 groups and reads the batch's rows of every input
-maxRecordsPerTrigger   500000    input rows admitted per micro-batch: the earliest rows over all
-                                 inputs (by event time); ``0`` = no limit. A micro-batch costs
-                                 ~0.2-0.35 s of fixed overhead in local[2]; 500k rows take
-                                 ~1.5-2 s to process
-outOfOrder             fail      ``fail`` or ``drop`` a row whose ts is below an earlier one
-where                  (none)    keep only merged rows matching this predicate before the windows,
-                                 e.g. ``kind = 'reading'`` (the safe predicate language)
-operators              (none)    keyed operators per key, in order, separated by ``;``:
-                                 ``delta(value) as used; dedup(kind, within=10 seconds)``;
-                                 without ``window`` the last one gives the result: rows
-                                 (``delta``, ``lag``, ``running``, ``dedup``, ``where``, ``udf``)
-                                 or sessions (``sessionize(5 minutes)`` with ``aggregates``).
-                                 See docs/keyed.md
-endOfInput             never     when an input counts as finished, so that the last windows are
-                                 flushed once all inputs have: ``never`` (a directory that keeps
-                                 receiving files; open windows wait, as in Spark);
-                                 ``availableNow`` (all files present when a
-                                 ``Trigger.AvailableNow`` query starts are consumed: bounded
-                                 runs); ``exhausted`` (all files listed so far are consumed).
-                                 A finished input stays finished; later files are ignored with
-                                 a warning. ``Trigger.AvailableNow`` with ``never`` logs a
-                                 warning naming ``availableNow`` (the last windows stay open);
-                                 an input without files at start is reported with a warning.
-                                 Batch reads: every input finishes at the end (option ignored)
-lateFiles              fail      a file that appears after the source admitted a file that
-                                 sorts after it (it belongs to the past of the stream):
-                                 ``fail`` stops the query with an error naming the input and
-                                 the file; ``skip`` logs it, records it as skipped in the
-                                 input's manifest under ``stateLocation`` and counts it
-                                 (``late_files_skipped`` in the batch metrics); never read
-schema                 inferred  DDL of the input rows, e.g. ``ts bigint, meter string, v double``;
-                                 inferred from the first file of the first input when omitted
-scheduler              (direct)  run each batch's partition groups as a plan of window operators
-                                 (one path per group) on the threaded executor under this
-                                 scheduling strategy: ``fifo``, ``round_robin``, ``chain``,
-                                 ``path_capacity``, ``segment``, ``simplified_segment``,
-                                 ``threshold``, ``qst``, ``lp``, ``et``, ``ct``; results are
-                                 identical for every strategy. Unset: groups run one after another
-workers                1         executor worker threads per Spark task. Above 1 without
-                                 ``scheduler`` the groups run on the executor under ``fifo``
-                                 (as the CLI's ``--workers`` does)
-idleTimeout            (off)     e.g. ``30 seconds``: an unfinished input that has had no new
-                                 row for this long (wall clock, measured on the driver) is marked
-                                 *idle* in the batch's end offset and stops holding back the
-                                 ready bound; its next row makes it active again. Rows it then
-                                 sends below the bound already released are *late*: an error, or
-                                 dropped with ``outOfOrder=drop``
-adaptation             none      distributed adaptation of partition groups across the Spark
-                                 tasks at micro-batch boundaries (seed 003 §5-§6): ``none``
-                                 (each task owns a fixed range of groups), ``lazy-disk`` (move
-                                 the most productive groups from the fullest task to the
-                                 emptiest when ``M_l/M_m < thetaD``; push to disk only what
-                                 rebalancing cannot hold) or ``active-disk`` (also push the
-                                 low-output task's least productive groups when memory is
-                                 balanced but ``MaxRate/MinRate > thetaF``). Decisions come from
-                                 the previous batch's recorded metrics and are recorded with the
-                                 batch (``<stateLocation>/assignments``), so replays repeat them;
-                                 pushes apply only when the last operator is a ``join`` and
-                                 there is no window. See docs/state_store.md
-thetaD                 0.8       move groups when ``M_l / M_m < thetaD``, in (0, 1]
-thetaF                 2.0       active-disk pushes when ``MaxRate / MinRate > thetaF`` (>= 1)
-pushFraction           0.3       least share of an over-budget task's state pushed to disk at
-                                 once (seed 003 §4.4; Fig. 9), in (0, 1]
-stateMemoryBudget      (none)    bytes of partition-group state in memory per task, e.g.
-                                 ``512m``: a task above it pushes its least productive groups
-                                 (with adaptation); also the size of the committed-state cache
-                                 of each Python worker (default 256m)
-keepMetrics            1000      micro-batches whose metrics files (``metrics/batch-*.json``,
-                                 about 1-2 KB each) and assignment records are kept under
-                                 ``stateLocation``; older ones are deleted at each commit
-                                 (docs/state_store.md, "Retention")
-(path)                 refused   ``load(path)`` / option ``path`` is refused with a pointer to
-                                 ``inputs`` (a query merges several streams; ``path`` names one)
-=====================  ========  =================================================================
+The options, their types, defaults and meanings are declared once, in :mod:`.table`, and
+listed in docs/options.md (generated from it); docs/source.md explains end of input, idle
+inputs, late files, admission control, metrics and errors. ``load(path)`` / option ``path`` is
+refused with a pointer to ``inputs`` (a query merges several streams; ``path`` names one).
 
 The options that define the query are recorded under ``stateLocation`` at first start; a
 restart with a changed one fails at ``load()``, naming the option, the recorded and the new
 value (``runtime/query/recorded.py``).
 
-``idleTimeout`` keeps determinism (DESIGN.md §2) because the decision is *recorded*: it is part
-of the offset that Spark writes to its offset log before the batch runs, so a replay or a
-restart reproduces exactly the same ready bounds and results.
+``idleTimeout`` keeps results deterministic (README, "Semantics") because the decision is
+*recorded*: it is part of the offset that Spark writes to its offset log before the batch runs, so a
+replay or a restart reproduces exactly the same ready bounds and results.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,8 +37,8 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import canonical_format
+from spark_stream_sched.options.table import option_names
 from spark_stream_sched.runtime.distribution.manager import (
-    ADAPTATION_OPTIONS,
     AdaptationConfig,
     adaptation_from_options,
 )
@@ -154,13 +56,9 @@ from spark_stream_sched.runtime.query.spec import (
 )
 from spark_stream_sched.runtime.state.batch_metrics import KEEP_BATCHES
 
-#: Canonical option names (documented spelling); matching is case-insensitive.
-OPTION_NAMES: tuple[str, ...] = (
-    "inputs", "format", "timestampColumn", "keyColumns", "window", "slide", "aggregates",
-    "stateLocation", "partitionGroups", "numPartitions", "maxRecordsPerTrigger", "outOfOrder",
-    "endOfInput", "schema", "scheduler", "workers", "idleTimeout", "lateFiles", "where",
-    "operators", "keepMetrics", *ADAPTATION_OPTIONS,
-)
+#: Canonical option names (documented spelling, declared in :mod:`.table`); matching is
+#: case-insensitive.
+OPTION_NAMES: tuple[str, ...] = option_names("source")
 REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 #: Required by a batch read (``spark.read``), which keeps its state in memory.
 BATCH_REQUIRED = ("inputs", "window", "aggregates")
@@ -208,6 +106,7 @@ class SourceConfig(SpecView):
     late_files: str = "fail"
     adaptation: AdaptationConfig = AdaptationConfig()
     keep_metrics: int = KEEP_BATCHES
+    spill_location: str | None = None
 
 
 def parse_duration(option: str, text: str) -> int:
@@ -349,7 +248,30 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
                          if opts.get("idleTimeout", "").strip() else None),
         adaptation=adaptation_from_options(opts),
         keep_metrics=keep_option(opts),
+        spill_location=spill_option(opts),
     )
+
+
+def spill_option(opts: Mapping[str, str]) -> str | None:
+    """Option ``spillLocation`` (source and sink): an absolute directory, or None (temp dir).
+
+    Raises
+    ------
+    ConfigError
+        A relative path (the Python workers run in other working directories than the driver)
+        or a path that exists and is not a directory.
+    """
+    text = opts.get("spillLocation", "").strip()
+    if not text:
+        return None
+    if not os.path.isabs(text):
+        raise ConfigError(f"option spillLocation={text!r} must be an absolute path: the join's "
+                          f"spill files are written by Spark's Python workers, which run in "
+                          f"other working directories than the driver")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise ConfigError(f"option spillLocation={text!r} exists and is not a directory; give "
+                          f"a directory (it is created if missing)")
+    return text
 
 
 def keep_option(opts: Mapping[str, str]) -> int:

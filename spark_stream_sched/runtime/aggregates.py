@@ -2,10 +2,10 @@
 
 Order-insensitive: ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max``,
 ``count_where(pred)``. Order-sensitive over the total order ``(ts, input, seq)``: ``first``,
-``last``, ``first_where(col, pred)``, ``last_where(col, pred)`` (seed 004 §2 distinguishes the two
-families; Table 2's queries use both). Null handling is Spark SQL's: ``count(col)``, ``sum``,
-``avg``, ``min`` and ``max`` skip nulls; ``first``/``last`` return the first/last value even when
-it is null; a predicate that is null counts as false.
+``last``, ``first_where(col, pred)``, ``last_where(col, pred)`` (Gulisano et al. 2016, §2
+distinguishes the two families; Table 2's queries use both). Null handling is Spark SQL's:
+``count(col)``, ``sum``, ``avg``, ``min`` and ``max`` skip nulls; ``first``/``last`` return the
+first/last value even when it is null; a predicate that is null counts as false.
 """
 
 from __future__ import annotations

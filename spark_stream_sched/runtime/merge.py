@@ -1,12 +1,13 @@
 """S-Merge: deterministic incremental k-way merge of timestamp-sorted inputs.
 
-This is the T-Gate of seed 004 (§4, §5.5, Algorithm 4) in vectorised form. Tuples of N inputs are
-released in the total order ``(ts, input, seq)`` exactly when they are *ready* (seed 004
-Def. 1, with the deterministic tie rule of DESIGN.md §2): with ``R = min_j latest_ts(j)`` over the
-unfinished inputs (a finished input counts as +infinity; an input that has produced nothing
-blocks), a tuple is released once ``ts < R``, or once every input has finished. The strict ``<``
-matters: an input whose latest ``ts`` equals ``R`` may still send more tuples with that ``ts``,
-and those must come before equal-``ts`` tuples of higher-numbered inputs.
+This is the Tuple-Gate (T-Gate) of Gulisano et al. (2016), §4, §5.5, Algorithm 4, in vectorised
+form. Tuples of N inputs are released in the total order ``(ts, input, seq)`` exactly when they are
+*ready* (Gulisano et al. 2016, Def. 1, with the deterministic tie rule of the README's "Semantics"):
+with ``R = min_j latest_ts(j)`` over the unfinished inputs (a finished input counts as +infinity; an
+input that has produced nothing blocks), a tuple is released once ``ts < R``, or once every input
+has finished. The strict ``<`` matters: an input whose latest ``ts`` equals ``R`` may still send
+more tuples with that ``ts``, and those must come before equal-``ts`` tuples of higher-numbered
+inputs.
 
 Out-of-order input (a ``ts`` lower than an earlier one of the same input) is handled by policy:
 ``fail`` raises :class:`~spark_stream_sched.errors.OutOfOrderError` naming input, position and
@@ -73,7 +74,7 @@ def in_order_mask(ts: np.ndarray, previous: int | None, policy: str, input_id: i
     Raises
     ------
     OutOfOrderError
-        Under policy ``fail``, naming input, position and both timestamps (DESIGN.md §2).
+        Under policy ``fail``, naming input, position and both timestamps.
     """
     if len(ts) == 0:
         return None
@@ -90,7 +91,7 @@ def in_order_mask(ts: np.ndarray, previous: int | None, policy: str, input_id: i
 
 def ready_bound(latest_ts: Sequence[int | None], finished: Sequence[bool],
                 idle: Sequence[bool] | None = None) -> int | None:
-    """The ready bound ``R`` of seed 004 Def. 1 with DESIGN.md §2's rules; the one definition.
+    """The ready bound ``R`` (Gulisano et al. 2016, Def. 1) with the tie rule; the one definition.
 
     ``R = min_j latest_ts(j)`` over the unfinished inputs; a finished input counts as
     +infinity, so with every input finished ``R`` is :data:`~.packets.TS_MAX`. An unfinished
@@ -154,7 +155,7 @@ def release_ready(rows: pa.Table, bound: int | None, ts_column: str,
 
 
 class SMerge:
-    """Incremental k-way ordered merge with readiness (seed 004 Def. 1, T-Gate §5.5).
+    """Incremental k-way ordered merge with readiness (Gulisano et al. 2016, Def. 1, §5.5).
 
     Parameters
     ----------

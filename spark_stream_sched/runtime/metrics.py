@@ -1,8 +1,8 @@
 """Run metrics of the executor: queues, memory, latency, throughput and time per operator.
 
-Seed 001 §5.2 compares strategies by tuple latency over time (Figure 2), output rate over time
-(Figure 3) and total queue memory over time (Figure 4). :class:`PlanMetrics` records the raw
-events of one plan run so that all three, and per-operator costs, can be derived:
+Jiang & Chakravarthy (2003), §5.2 compares strategies by tuple latency over time (Figure 2), output
+rate over time (Figure 3) and total queue memory over time (Figure 4). :class:`PlanMetrics` records
+the raw events of one plan run so that all three, and per-operator costs, can be derived:
 
 * ``arrival``  -- an input packet entered the plan (stream, rows, Arrow bytes);
 * ``operator`` -- an operator processed a packet (rows in/out, bytes in/out, seconds);

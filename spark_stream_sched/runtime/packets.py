@@ -4,10 +4,10 @@ A *packet* is a :class:`pyarrow.Table` (or RecordBatch) holding consecutive tupl
 stream. Event time is int64 milliseconds since the epoch; inputs may carry an Arrow
 ``timestamp`` column instead, which :func:`event_times` converts. Rows released by S-Merge carry
 two reserved columns, :data:`INPUT_COL` and :data:`SEQ_COL`, that give each tuple its identity
-``(input, seq)`` (DESIGN.md §2).
+``(input, seq)`` (README, "Semantics").
 
-Packet size follows the Bobox scheduler (seed 000 §4): a packet should fit in half of the L2
-cache, so that the operator that produces it and the one that consumes it find it in cache.
+Packet size follows the Bobox scheduler (Falt & Yaghob 2011, §4): a packet should fit in half of the
+L2 cache, so that the operator that produces it and the one that consumes it find it in cache.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def l2_cache_bytes() -> int:
 
 
 def default_packet_rows(row_bytes: int, cache_bytes: int | None = None) -> int:
-    """Rows per packet so that one packet fills half of the L2 cache (seed 000 §4.2).
+    """Rows per packet so that one packet fills half of the L2 cache (Falt & Yaghob 2011, §4.2).
 
     Parameters
     ----------

@@ -18,6 +18,7 @@ from pyspark.sql.types import StructType
 from spark_stream_sched.errors import SparkStreamSchedError
 from spark_stream_sched.inputs.plan import build_plan
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
+from spark_stream_sched.spark.shipped_files import reach_shipped_files
 from spark_stream_sched.spark.source_plan import check_schema_matches
 from spark_stream_sched.spark.worker_errors import RefusedStreamReader, plain_errors
 
@@ -70,8 +71,11 @@ class OrderedAggDataSource(DataSource):
         here (a stream without ``stateLocation``, a ``.schema()`` that differs from the
         result's) are raised by the reader's first driver call instead, before any data moves:
         pyspark 4.3's source runner would report an exception raised here as an unrelated
-        ``UnboundLocalError`` (:class:`~.worker_errors.RefusedStreamReader`).
+        ``UnboundLocalError`` (:class:`~.worker_errors.RefusedStreamReader`). Modules shipped
+        with ``--py-files`` or ``addPyFile`` are put on this worker's path first
+        (:mod:`.shipped_files`), so a ``udf`` stage imports here as on the executors.
         """
+        reach_shipped_files()
         try:
             plan = build_plan(self.options)
             check_schema_matches(plan, schema)

@@ -35,41 +35,12 @@ its crash points, is in :class:`~spark_stream_sched.runtime.engine.sink_commit.S
 here is pickled except the small commit message Spark itself requires (it carries each task's
 report: file names, bounds, counts).
 
-Options (case-insensitive; validated on the driver when Spark creates the writer, i.e. when the
-first micro-batch is planned, before any row is written — not at ``start()``: pyspark 4.3 calls a
-Python sink only from the query's thread, after ``start()`` has returned, so a bad option
-reaches ``awaitTermination()`` / ``query.exception()`` with a first line that says so):
-
-=====================  ============  ==========================================================
-option                 default       meaning
-=====================  ============  ==========================================================
-path                   required      output directory (Parquet files, one per batch)
-inputs                 required      number of input streams N; input ids are ``0 .. N-1``
-inputColumn            input         integer column holding each row's input id
-timestampColumn        ts            event time: int64 milliseconds or a timestamp column
-keyColumns             (none)        comma-separated key columns
-window                 required      window size, e.g. ``30s``; ``slide`` defaults to it
-slide                  = window      window slide
-aggregates             required      e.g. ``count(*) as n, avg(value) as mean, first(value) as f``
-outOfOrder             fail          ``fail`` or ``drop`` rows whose ts went backwards
-stateLocation          <checkpoint>  sink state and staging; default
-                                     ``<checkpointLocation>/ordered-agg-sink``
-sequenceColumn         (none)        the order of one input's rows (e.g. a Kafka offset); an
-                                     input's ts must not decrease along it (``outOfOrder``);
-                                     orders equal-ts rows; not passed to the aggregates
-partitionGroups        16            partition groups (the unit of state and of task work)
-endOfInputColumn       (none)        boolean column; a row with ``true`` declares its input
-                                     finished (the row itself is not data)
-keepVersions           10            state versions kept (older ones are pruned on commit)
-keepMetrics            1000          commit markers kept (each holds its batch's figures; at
-                                     least ``keepVersions``); older ones are deleted on commit
-idleTimeout            (none)        an input with no row for this long (e.g. ``30 seconds``,
-                                     the driver's wall clock) stops holding the ready bound
-                                     back from the next batch on, as in the source
-operators              (none)        keyed operators per key before the window, separated by
-                                     ``;`` (as in the source; see docs/keyed.md); without
-                                     ``window`` the last operator gives the result
-=====================  ============  ==========================================================
+Options are case-insensitive and validated on the driver when Spark creates the writer, i.e.
+when the first micro-batch is planned, before any row is written — not at ``start()``: pyspark
+4.3 calls a Python sink only from the query's thread, after ``start()`` has returned, so a bad
+option reaches ``awaitTermination()`` / ``query.exception()`` with a first line that says so.
+Their types, defaults and meanings: docs/options.md, generated from
+:mod:`spark_stream_sched.options.table`.
 
 Input contract. Spark keeps no order between the tasks of a micro-batch, so the sink orders each
 input's rows of one batch by ``(ts, sequenceColumn)``; an input's ts that decreases along

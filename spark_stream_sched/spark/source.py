@@ -3,7 +3,7 @@
 ``spark.readStream.format("ordered-agg").option(...).load()`` (options: ``options/source.py``;
 user guide: docs/source.md) yields ``window_start, window_end, <key columns>, <aggregate
 aliases>`` rows, identical on every run, for every ``maxRecordsPerTrigger`` and after restarts
-(DESIGN.md §2). The same registered format also writes (the sink of ``spark/sink.py``).
+(README, "Semantics"). The same registered format also writes (the sink of ``spark/sink.py``).
 
 A micro-batch:
 

@@ -82,7 +82,7 @@ def ordered(inputs: Sequence[DataFrame], *, sequence: str, timestamp: str = "ts"
             keys: Sequence[str] = (), end_of_input: str | None = None,
             out_of_order: str = "fail",
             partition_groups: int = DEFAULT_PARTITION_GROUPS) -> OrderedStreams:
-    """N streaming DataFrames merged in the total order ``(ts, input, seq)`` (DESIGN.md §2).
+    """N streaming DataFrames merged in the total order ``(ts, input, seq)`` (README, "Semantics").
 
     Parameters
     ----------
@@ -170,11 +170,11 @@ class WindowedStreams:
     def agg(self, *aggregates: str) -> DataFrame:
         """One row per (window, key) with data, once the window closed (called on the driver).
 
-        Columns: ``window_start``, ``window_end`` (timestamps when the event time is one, else
-        long ms), the keys, then the aggregates (DESIGN.md §2 language, e.g. ``"count(*) as n"``,
-        ``"first_where(v, kind = 'alarm') as a"``). Rows of one micro-batch are spread over the
-        shuffle partitions; sort by ``(window_end, window_start, keys)`` in the sink if order
-        matters.
+        Columns: ``window_start``, ``window_end`` (timestamps when the event time is one, else long
+        ms), the keys, then the aggregates (the aggregate language of docs/aggregates.md, e.g.
+        ``"count(*) as n"``, ``"first_where(v, kind = 'alarm') as a"``). Rows of one micro-batch are
+        spread over the shuffle partitions; sort by ``(window_end, window_start, keys)`` in the sink
+        if order matters.
         """
         if not aggregates:
             raise ConfigError("agg() needs at least one aggregate, e.g. agg('count(*) as n')")

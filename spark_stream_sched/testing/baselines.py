@@ -6,7 +6,8 @@ oracle: their results must equal the runtime's.
 
 * :func:`heapq_merge` -- merge N timestamp-sorted inputs into the total order ``(ts, input,
   seq)`` with :func:`heapq.merge` over per-row ``(ts, input, seq)`` tuples.
-* :class:`MQAggregate` -- the multi-queue (MQ) multiway aggregate of seed 004 §5.3, Algorithm 2,
+* :class:`MQAggregate` -- the multi-queue (MQ) multiway aggregate of Gulisano et al. (2016), §5.3,
+  Algorithm 2,
   as used by Borealis and StreamCloud: **Add** appends tuples to per-input queues;
   **SMergeUpdateOutput** waits until every unfinished input has a queued tuple, takes the one
   with the lowest ``(ts, input)``, outputs the winsets whose start is lower than the earliest
@@ -109,7 +110,7 @@ def _final(func: str, state: Any) -> Any:
 
 
 class MQAggregate:
-    """The MQ multiway aggregate of seed 004 §5.3 (Algorithm 2), one tuple at a time.
+    """The MQ multiway aggregate of Gulisano et al. (2016), §5.3 (Algorithm 2), one tuple at a time.
 
     Parameters
     ----------

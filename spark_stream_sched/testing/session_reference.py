@@ -2,9 +2,9 @@
 
 Plain Python over row dicts, written for clarity, not speed. It restates the semantics of
 :mod:`spark_stream_sched.runtime.keyed.sessions` (Spark's ``session_window`` with a static gap,
-seed 002 Table 1, TPCx-BB Q2/Q4: a tuple at most ``gap`` after the last tuple of its key's
-session joins it, as Spark merges touching event windows; keys group as in Spark: nulls are one
-key, ``-0.0`` is ``0.0``, NaN is NaN) and shares only the parsers and :func:`~.reference.fold`
+Prasaad et al. (2018), Table 1, TPCx-BB Q2/Q4: a tuple at most ``gap`` after the last tuple of its
+key's session joins it, as Spark merges touching event windows; keys group as in Spark: nulls are
+one key, ``-0.0`` is ``0.0``, NaN is NaN) and shares only the parsers and :func:`~.reference.fold`
 with the runtime. A session's key columns hold the values of its first tuple.
 """
 

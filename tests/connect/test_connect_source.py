@@ -119,8 +119,17 @@ def test_the_listener_runs_in_the_connect_client(source_run: SourceRun) -> None:
     """
     source_run.listener.remove()
     from_files = source_progress(source_run.state, source_run.query.recentProgress)
-    assert source_run.seen == from_files
-    assert source_run.listener.latest == from_files[-1]
+    # The driver adds the location's size and its own RSS when Spark commits a batch to the
+    # source, which Spark does when it plans the next one: before or after the listener (on
+    # the client, asynchronously) reads the batch's figures. The rest must be equal.
+    at_commit = {"location_files", "location_bytes", "driver_rss_bytes"}
+
+    def settled(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in b.items() if k not in at_commit} for b in batches]
+
+    assert settled(source_run.seen) == settled(from_files)
+    assert settled([source_run.listener.latest]) == settled(from_files[-1:])
+    assert all(at_commit <= set(b) for b in from_files[:-1])  # the last batch is not committed
 
 
 def test_the_metrics_files_read_through_the_server(connect: Any, source_run: SourceRun) -> None:

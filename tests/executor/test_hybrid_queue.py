@@ -1,4 +1,7 @@
-"""Seed 002 fig. 7 hybrid queue and §4.2 partitioned queue: Theorem 4.1 under concurrency.
+"""Hybrid queue (fig. 7) and partitioned queue (§4.2): Theorem 4.1 under concurrency.
+
+Prasaad et al. (2018).
+
 
 The delegation counters are checked by a fixed interleaving (a second worker steps in while the
 first is inside ``operate``), which exposes a queue without them on every run; the real-thread

@@ -1,4 +1,4 @@
-"""Every strategy and worker count gives the output of a sequential evaluation (DESIGN §2, §5)."""
+"""Every strategy and worker count gives the output of a sequential evaluation."""
 
 from __future__ import annotations
 

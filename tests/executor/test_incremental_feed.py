@@ -1,10 +1,11 @@
 """Incremental input: the strategy, not the loader, decides what stays queued (executor/feed.py).
 
-The central test runs a select -> window plan on bursty input (seed 001 §5.1 ON/OFF flows) fed
-tick by tick in the deterministic step mode, and requires Chain's peak queue memory to be well
-below FIFO's (seed 001 §2.2: Chain drains the select, which releases 90% of the bytes, before
-the window; FIFO moves each packet up its whole path) with identical outputs. If the executor
-ignored the strategy, both peaks would be equal and the test would fail.
+The central test runs a select -> window plan on bursty input (Jiang & Chakravarthy 2003, §5.1
+ON/OFF flows) fed tick by tick in the deterministic step mode, and requires Chain's peak queue
+memory to be well below FIFO's (Jiang & Chakravarthy 2003, §2.2: Chain drains the select, which
+releases 90% of the bytes, before the window; FIFO moves each packet up its whole path) with
+identical outputs. If the executor ignored the strategy, both peaks would be equal and the test
+would fail.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Keyed pipelines on W threads equal a sequential run (seed 002 Theorem 5.2, §4, §6)."""
+"""Keyed pipelines on W threads equal a sequential run.
+
+See Prasaad et al. (2018), Theorem 5.2, §4, §6.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ReorderBuffer (seed 002 fig. 4): any arrival order in, sequence order out, nothing held long."""
+"""ReorderBuffer (Prasaad et al. 2018, fig. 4): any arrival order in, sequence order out."""
 
 from __future__ import annotations
 

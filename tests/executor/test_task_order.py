@@ -1,4 +1,4 @@
-"""The Bobox task order (seed 000 §5.1), driven step by step in one thread."""
+"""The Bobox task order (Falt & Yaghob 2011, §5.1), driven step by step in one thread."""
 
 from __future__ import annotations
 

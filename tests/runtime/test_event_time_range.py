@@ -1,4 +1,4 @@
-"""Extreme event times (issue 12, defect 5): range checks and span-independent pane storage.
+"""Extreme event times (a reported defect): range checks and span-independent pane storage.
 
 Event times outside Spark's timestamp range (years 0001..9999 in int64 ms) are refused where
 they enter the runtime, naming input and row; pane and window storage depends on the panes

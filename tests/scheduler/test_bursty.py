@@ -1,4 +1,4 @@
-"""Bursty self-similar arrivals and random multi-query plans (seed 001 §5.1)."""
+"""Bursty self-similar arrivals and random multi-query plans (Jiang & Chakravarthy 2003, §5.1)."""
 
 from __future__ import annotations
 

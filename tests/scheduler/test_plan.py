@@ -1,4 +1,7 @@
-"""Plans: loading, structure, paths, segments, statistics and capacities (seed 001 §2-§3)."""
+"""Plans: loading, structure, paths, segments, statistics and capacities.
+
+See Jiang & Chakravarthy (2003), §2-§3.
+"""
 
 from __future__ import annotations
 

@@ -188,7 +188,7 @@ def test_threshold_formula_3_3_and_mode_switch():
 
 
 def pipeline():
-    """Seed 002 style pipeline: src -> o0 (sel .5) -> o1 (sel 2) -> o2 (stateful)."""
+    """Prasaad et al. (2018) style pipeline: src -> o0 (sel .5) -> o1 (sel 2) -> o2 (stateful)."""
     return QueryPlan([
         OperatorDef("o0", OperatorKind.MAP, ("src",), selectivity=0.5, cost=1.0),
         OperatorDef("o1", OperatorKind.MAP, ("o0",), selectivity=2.0, cost=0.5),
@@ -228,7 +228,7 @@ def test_lp_et_ct():
 
 
 def test_worker_limits_follow_max_parallelism():
-    """Seed 002 §6: a stateful operator runs on one worker at a time; stateless on many."""
+    """Prasaad et al. (2018), §6: a stateful operator runs on one worker at a time."""
     et = get_strategy("et").bind(pipeline())
     view = pipe_view(0, 0, 5)
     first = et.decide(view)

@@ -1,4 +1,7 @@
-"""Seed 001 §2.2, Table 2: FIFO vs Chain on the select/join plan of Figure 1 / Table 1.
+"""FIFO vs Chain on the select/join plan of Figure 1 / Table 1.
+
+Jiang & Chakravarthy (2003), §2.2, Table 2.
+
 
 The plan (``conf/sim/example_2_2_plan.json``): select 1 on stream 1 and select 2 on stream 2
 (selectivity 0.2, capacity 1 tuple per time unit) feed join 3 (semi-join selectivity 0.8,
@@ -24,7 +27,8 @@ from spark_stream_sched.runtime.scheduler import Simulator, get_strategy, load_a
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "sim"
 
-# Table 2 of seed 001, per time 1..10: queue size, tuple latency (None for "-"), throughput.
+# Table 2 of Jiang & Chakravarthy (2003), per time 1..10: queue size, tuple latency (None for "-"),
+# throughput.
 TABLE_2 = {
     "fifo": (
         ["1.0", "1.2", "3.0", "2.2", "2.0", "1.2", "1.0", "0.2", "0", "1.0"],

@@ -1,4 +1,4 @@
-"""Seed 001 Theorems 1 and 3 checked on random plans in the simulator (fluid model).
+"""Jiang & Chakravarthy (2003), Theorems 1 and 3 on random plans in the simulator (fluid model).
 
 Each test generates exactly the setting the theorem's proof assumes, and says why.
 """
@@ -135,7 +135,7 @@ def envelope_segments(plan, stats):
                                                                  HealthCheck.filter_too_much])
 @given(data=st.data(), with_joins=st.booleans())
 def test_theorem_3_segment_needs_at_most_chains_memory(data, with_joins):
-    """Theorem 3 (§3.3): the segment strategy's peak memory is at most Chain's.
+    """Jiang & Chakravarthy (2003), Theorem 3: segment scheduling's peak memory is at most Chain's.
 
     Setting of the proof: it identifies the segment with the biggest memory release capacity
     with Chain's steepest lower-envelope segment ("the operators along the segment S_i have the

@@ -1,9 +1,9 @@
 """Distributed adaptation in the ``ordered-agg`` source, driven as Spark's runner would (no JVM).
 
 The driver's ``partitions()`` decides each batch's group -> task assignment from the previous
-batch's recorded metrics (seed 003 §5-§6), records it under the batch's end version before any
-task runs, and splits the rows by it; a batch planned again reuses the record. The join's result
-must equal the batch oracle whatever moved or was pushed.
+batch's recorded metrics (Liu & Rundensteiner 2005, §5-§6), records it under the batch's end version
+before any task runs, and splits the rows by it; a batch planned again reuses the record. The join's
+result must equal the batch oracle whatever moved or was pushed.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 
 from .datagen import make_stream, write_stream
 from .helpers import drive_batches
+from .test_source_owner import run_batches
 
 JOIN = {"keyColumns": "meter", "operators": "join(3, within=3 seconds)"}
 
@@ -58,15 +59,7 @@ def canonical(rows: list[dict[str, Any]]) -> list[str]:
 
 def advance(reader: OrderedAggStreamReader, batches: int) -> dict[str, Any]:
     """Run and commit ``batches`` batches; return the offset the next one starts from."""
-    reader.prepareForTriggerAvailableNow()
-    start = reader.initialOffset()
-    for _ in range(batches):
-        end = reader.latestOffset(start, ReadMaxRows(150))
-        for part in reader.partitions(start, end):
-            list(reader.read(part))
-        reader.commit(end)
-        start = end
-    return start
+    return run_batches(reader, batches)
 
 
 @pytest.mark.parametrize(("policy", "budget"), [("lazy-disk", "700"), ("active-disk", "900")])

@@ -95,7 +95,9 @@ def run_source(opts: dict[str, str], spec: QuerySpec, limit: int) -> list[dict[s
     source = OrderedAggDataSource(opts)
     reader = source.streamReader(source.schema())
     out: list[dict[str, Any]] = []
-    _, planned = drive_batches(_Recording(reader, out, spec), limit)
+    recording = _Recording(reader, out, spec)
+    _, planned = drive_batches(recording, limit)
+    out += in_order(recording.pending, spec)  # Spark never commits the last batch to the source
     assert planned or not out
     return out
 
@@ -105,19 +107,19 @@ class _Recording:
 
     def __init__(self, reader: Any, out: list[dict[str, Any]], spec: QuerySpec) -> None:
         self.reader, self.out, self.spec = reader, out, spec
-        self._batch: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # the rows of the batch not yet committed
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.reader, name)
 
     def read(self, partition: Any) -> Any:
         batches = list(self.reader.read(partition))
-        self._batch += [r for b in batches for r in b.to_pylist()]
+        self.pending += [r for b in batches for r in b.to_pylist()]
         return iter(batches)
 
     def commit(self, end: Any) -> None:
-        self.out += in_order(self._batch, self.spec)
-        self._batch = []
+        self.out += in_order(self.pending, self.spec)
+        self.pending = []
         self.reader.commit(end)
 
 

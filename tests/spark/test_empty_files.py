@@ -1,4 +1,4 @@
-"""Issue 7: an empty input file is 0 rows for the Spark source too, as for the CLI.
+"""An empty input file is 0 rows for the Spark source too, as for the CLI.
 
 ``write_input`` of 2 JSON-lines rows into 3 files leaves one file empty; the source used to fail
 with ``InputError: Empty JSON file`` while the CLI read 2 rows. Driven without a JVM.

@@ -1,4 +1,4 @@
-"""Fault injection as tests (issue 11, item 8): kill, corrupt, fill the disk, share a location.
+"""Fault injection as tests: kill, corrupt, fill the disk, share a location.
 
 * Random kill points, seeded: a multi-batch source query (``restart_driver.py``) and a sink
   query (``sink_driver.py``) run in their own session and are SIGKILLed — the whole session:

@@ -3,11 +3,11 @@
 ``spark.readStream.format("ordered-agg")`` runs ``join(3, within=15 seconds)`` over three file
 streams in many micro-batches with ``adaptation=lazy-disk`` and a per-task ``stateMemoryBudget``
 small enough that the driver's distribution manager both moves partition groups between the two
-tasks and pushes join state to disk (seed 003 §5-§6). The driver process group is SIGKILLed in
-the middle of a batch whose recorded assignment moves or pushes groups (after a task wrote its
-state); the restart replays that batch with the recorded assignment. The restarted run's
-output must equal, batch for batch, an uninterrupted run of the same query, and over all
-batches the batch join oracle: no duplicate, no loss.
+tasks and pushes join state to disk (Liu & Rundensteiner 2005, §5-§6). The driver process group is
+SIGKILLed in the middle of a batch whose recorded assignment moves or pushes groups (after a task
+wrote its state); the restart replays that batch with the recorded assignment. The restarted run's
+output must equal, batch for batch, an uninterrupted run of the same query, and over all batches the
+batch join oracle: no duplicate, no loss.
 """
 
 from __future__ import annotations
@@ -33,8 +33,11 @@ from .datagen import make_stream, write_stream
 pytestmark = [pytest.mark.spark]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOIN = {"keyColumns": "meter", "operators": "join(3, within=15 seconds)"}
-#: The batch killed mid-way: its recorded plan moves a group and pushes some (checked below).
-CRASH_BATCH = 4
+#: The batch killed mid-way is the first after this one whose plan moves a group and pushes
+#: some; which batch that is follows from the loads, so it is read from the uninterrupted run.
+FIRST_CRASH_BATCH = 2
+#: The batch killed mid-way when a window follows the join (any batch after pushes began).
+WINDOWED_CRASH_BATCH = 4
 
 
 def write_inputs(root: Path) -> list[Any]:
@@ -80,15 +83,16 @@ def driver(options_file: Path, checkpoint: Path, out: Path,
         text=True, start_new_session=True)
 
 
-def kill_mid_batch(options_file: Path, checkpoint: Path, out: Path, once: Path) -> None:
-    """Run the driver until it is SIGKILLed after a task of batch ``CRASH_BATCH`` wrote state."""
-    crash = {ENV_AT: f"source.state_written:batch={CRASH_BATCH},partition=1",
+def kill_mid_batch(options_file: Path, checkpoint: Path, out: Path, once: Path,
+                   batch: int) -> None:
+    """Run the driver until it is SIGKILLed after a task of ``batch`` wrote state."""
+    crash = {ENV_AT: f"source.state_written:batch={batch},partition=1",
              ENV_PGID: "session", ENV_ONCE: str(once)}
     first = driver(options_file, checkpoint, out, crash)
     first.communicate(timeout=300)
     assert first.returncode == -9, "the driver was not killed"
     assert once.exists()
-    assert sorted(written(out)) == list(range(CRASH_BATCH)), "killed in the middle of the batch"
+    assert sorted(written(out)) == list(range(batch)), "killed in the middle of the batch"
 
 
 def written(out: Path) -> dict[int, list[str]]:
@@ -108,14 +112,25 @@ def test_sigkill_mid_batch_with_moved_and_pushed_groups_restarts_to_the_oracle(
     tables = write_inputs(tmp_path / "in")
     expected = uninterrupted(spark, options(tmp_path / "in", tmp_path / "state-ref"),
                              str(tmp_path / "ck-ref"))
-    assert len(expected) > CRASH_BATCH + 3
+    reference = records(tmp_path / "state-ref")
+    assert len(reference) == len(expected)  # one recorded plan per batch, in batch order
+    crash = next((b for b, r in enumerate(reference)
+                  if b >= FIRST_CRASH_BATCH and r.moves and r.pushes), None)
+    assert crash is not None, "no batch both moves and pushes groups: " + "; ".join(
+        r.reason for r in reference)
+    assert len(expected) > crash + 3, f"the batch that moves and pushes ({crash}) is too late"
 
     state, out, checkpoint = tmp_path / "state", tmp_path / "out", tmp_path / "ck"
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps(options(tmp_path / "in", state)), encoding="utf-8")
-    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once")
+    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once", crash)
     planned = records(state)
     killed = planned[-1]  # recorded before any task of the killed batch ran
+    assert len(planned) == crash + 1
+    # the same plan as the uninterrupted run's batch (versions differ only in the query's token)
+    same = (killed.version.split("-")[0], killed.groups, killed.pushes, killed.moves)
+    assert same == (reference[crash].version.split("-")[0], reference[crash].groups,
+                    reference[crash].pushes, reference[crash].moves)
     assert killed.moves, f"the killed batch moves no group: {killed.reason}"
     assert killed.pushes, f"the killed batch pushes nothing: {killed.reason}"
     record_file = Path(assignments.record_path(str(state), killed.version))
@@ -142,7 +157,7 @@ def test_sigkill_mid_batch_with_moved_and_pushed_groups_restarts_to_the_oracle(
     assert len(oracle) > 1000
     assert sorted(row for rows in got.values() for row in rows) == oracle, "duplicate or loss"
 
-    # distributed adaptation really happened, as seed 003's lazy-disk allows it
+    # distributed adaptation really happened, as Liu & Rundensteiner's (2005) lazy-disk allows it
     every = records(state)
     assert sum(len(r.moves) for r in every) >= 2
     assert len({r.groups for r in every}) >= 2, "the assignment never changed"
@@ -190,12 +205,12 @@ def test_sigkill_with_a_window_after_the_spilling_join_restarts_to_the_oracle(
     tables = write_inputs(tmp_path / "in")
     expected = uninterrupted(spark, {**options(tmp_path / "in", tmp_path / "state-ref"),
                                      **WINDOWED}, str(tmp_path / "ck-ref"))
-    assert len(expected) > CRASH_BATCH + 3
+    assert len(expected) > WINDOWED_CRASH_BATCH + 3
     state, out, checkpoint = tmp_path / "state", tmp_path / "out", tmp_path / "ck"
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps({**options(tmp_path / "in", state), **WINDOWED}),
                             encoding="utf-8")
-    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once")
+    kill_mid_batch(options_file, checkpoint, out, tmp_path / "crashed-once", WINDOWED_CRASH_BATCH)
     assert any(r.pushes for r in records(state)), "nothing was pushed before the kill"
     second = driver(options_file, checkpoint, out, {})
     stdout, _ = second.communicate(timeout=300)

@@ -1,4 +1,4 @@
-"""Replays read what they planned; late-sorting files are reported (issue 12, defect 4).
+"""Replays read what they planned; late-sorting files are reported.
 
 The reader is driven directly, as Spark's source runner would (no JVM). A "crash" is a new
 reader on the same ``stateLocation`` after batch 1 was planned (its end offset returned, as

@@ -1,4 +1,4 @@
-"""Input manifests without Spark (issue 12, defect 4; the lock is in tests/runtime/state).
+"""Input manifests without Spark (the lock is in tests/runtime/state).
 
 The manifest is the durable list of files the driver admitted into an input: replays plan from
 it, late-sorting files are reported (or skipped and counted), torn appends are tolerated and

@@ -92,7 +92,7 @@ def test_ddl_schema() -> None:
 ])
 def test_values_that_would_fail_at_run_time_fail_at_load(key: str, value: str,
                                                          message: str) -> None:
-    """Issue 12 defect 6: an overflowing window, an rlike RE2 cannot run and an unbounded
+    """Reported defect: an overflowing window, an rlike RE2 cannot run and an unbounded
     partitionGroups are refused on the driver, at load(), naming option and value."""
     with pytest.raises(ConfigError, match=message):
         parse_options(BASE | {key: value})

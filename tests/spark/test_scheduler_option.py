@@ -51,7 +51,7 @@ def test_every_strategy_gives_the_direct_paths_batches(inputs, strategy: str,
 
 @pytest.fixture(scope="module")
 def big_inputs(tmp_path_factory):  # noqa: ANN001, ANN201
-    """Rows enough for several packets per group and batch (issue 7: ~8.7 k rows per packet)."""
+    """Rows enough for several packets per group and batch (~8.7 k rows per packet)."""
     root = tmp_path_factory.mktemp("sched-big")
     tables = write_inputs(str(root / "in"), n_inputs=2, rows=12_000, files=2)
     direct = run_batches(make_reader(source_options(str(root / "in"), 2, str(root / "direct"),

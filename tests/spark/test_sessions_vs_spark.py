@@ -5,7 +5,7 @@ null keys and tuples exactly ``gap`` after the previous one included (Spark merg
 event windows, so such a tuple joins the session). ``first()`` is where the two differ:
 Spark's is documented as non-deterministic (it depends on the row order after the shuffle), while
 ours is the first tuple in the total order ``(ts, input, seq)`` whatever order or partitioning
-the rows came in (DESIGN.md §2, seed 002 §1 "ordered processing").
+the rows came in (README, "Semantics"; Prasaad et al. (2018), §1 "ordered processing").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sink's work runs in its write tasks; the driver only keeps books (issue 10 item 2).
+"""The sink's work runs in its write tasks; the driver only keeps books.
 
 Driver-side tests call the writer's ``write``/``commit`` directly with a faked task identity
 (``write`` runs the groups as it does on an executor); the ``spark`` test runs a real stream

@@ -1,6 +1,6 @@
 """The sink's commit protocol recovers at every crash point and refuses what would lose data.
 
-Issue 12, defects 1-3 and the sink's part of 6. Crashes are injected at the named steps of
+The reported commit-protocol defects. Crashes are injected at the named steps of
 :mod:`spark_stream_sched.testing.faults` (in-process: nothing after the step runs, as if the
 driver had died) for batch 0, a middle batch and the final flush, then the batch is committed
 again by a fresh committer, as Spark does after a restart: the output must equal the reference
@@ -130,7 +130,7 @@ def test_random_crash_points_recover_identically(
     assert _outputs(out) == clean_output
 
 
-# -- the crashed states of issue 12, built from files (they also fail on the old committer) ----
+# -- the reported crashed states, built from files (they also fail on the old committer) ----
 
 
 def _commit_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opts: dict[str, str],

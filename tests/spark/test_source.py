@@ -115,6 +115,20 @@ def test_missing_state_location_is_named(spark, tmp_path) -> None:
     The error comes from the query's first planning step, before any data moves, with our
     message first — not pyspark's ``UnboundLocalError: ... 'reader'``, which is what an error
     raised in ``streamReader()`` turns into in pyspark 4.3's source runner.
+
+    Why not at ``load()`` or ``start()`` (pyspark 4.3; docs/source.md, "Troubleshooting"):
+    ``load()``'s one Python call is ``pyspark/sql/worker/create_data_source.py`` ``_main()``
+    (class, format name, optional schema, options; then ``schema()``), identical for
+    ``spark.read`` and ``spark.readStream``: the JVM's ``ResolveDataSource`` knows
+    ``UnresolvedDataSource.isStreaming`` but calls ``DataSourceV2Utils.getTableFromProvider``
+    -> ``PythonDataSourceV2.inferSchema`` -> ``createDataSourceInPython``, which pass no flag.
+    ``start()`` returns once ``StreamExecution.runStream`` has counted ``startLatch`` down,
+    before "Initializing sources" (``MicroBatchExecution.logicalPlan`` ->
+    ``PythonScan.toMicroBatchStream`` -> ``PythonStreamingSourceRunner`` ->
+    ``pyspark/sql/streaming/python_streaming_source_runner.py`` ``main()`` ->
+    ``streamReader()``), the first Python call that knows the read is a stream; so the error
+    can only reach ``awaitTermination()``. The assertions below pin that: ``load()`` and
+    ``start()`` return, the first line of the query's exception is ours.
     """
     write_inputs(str(tmp_path / "in"), rows=10)
     opts = source_options(str(tmp_path / "in"), 3, "")

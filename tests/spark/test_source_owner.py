@@ -96,6 +96,48 @@ def test_a_location_that_planned_nothing_can_be_taken_over(opts: dict[str, str])
     assert run_batches(restarted, 1, start=restarted.initialOffset())["owner"] == again
 
 
+def died_then_restarted(opts: dict[str, str]) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """A query that died once Spark logged batch 0's end, and its restart's reader.
+
+    Returns the logged end offset, the restart's reader and the initial offset it gave.
+    """
+    died = stream_reader(opts)
+    died.prepareForTriggerAvailableNow()
+    logged = died.latestOffset(died.initialOffset(), ReadMaxRows(150))
+    restarted = stream_reader(opts)
+    restarted.prepareForTriggerAvailableNow()
+    return logged, restarted, restarted.initialOffset()
+
+
+def test_a_query_killed_before_its_first_batch_was_planned_restarts(
+        opts: dict[str, str]) -> None:
+    # Spark logged batch 0's end offset, then the driver died before planning it (the source
+    # kill test's SIGKILL at source.planned:batch=0). The restart asks for the initial offset
+    # again (batch 0 starts there), drawing a new token, and plans the logged offset, which
+    # carries the first run's token: before, that was refused as another query's.
+    logged, restarted, start = died_then_restarted(opts)
+    assert start["owner"] != logged["owner"]
+    for part in restarted.partitions(start, logged):
+        list(restarted.read(part))
+    restarted.commit(logged)
+    owner = read_owner(opts["stateLocation"], SOURCE)
+    assert owner is not None
+    assert (owner["token"], owner["confirmed"]) == (logged["owner"], True)
+    assert run_batches(restarted, 1, start=logged)["owner"] == logged["owner"]
+    with pytest.raises(StateError, match="this query has a fresh checkpointLocation"):
+        stream_reader(opts).initialOffset()  # confirmed: a fresh query is refused
+
+
+def test_a_location_claimed_since_refuses_the_first_runs_logged_offset(
+        opts: dict[str, str]) -> None:
+    logged, restarted, start = died_then_restarted(opts)
+    other = stream_reader(opts)  # another fresh query claims the location in between
+    other_start = other.initialOffset()
+    with pytest.raises(StateError, match=f"carry owner token {logged['owner']}"):
+        restarted.partitions(start, logged)
+    assert run_batches(other, 1, start=other_start)["owner"] == other_start["owner"]
+
+
 def test_offsets_of_an_earlier_release_are_adopted_once(tmp_path: Path,
                                                         opts: dict[str, str]) -> None:
     # An earlier release logged offsets without a token and wrote no owner record.

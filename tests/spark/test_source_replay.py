@@ -1,6 +1,6 @@
 """The source through real Spark: a crash inside a planned batch, and one query per location.
 
-Issue 12, defect 4: the driver (``restart_driver.py``, its own session) is killed by the crash
+A reported defect: the driver (``restart_driver.py``, its own session) is killed by the crash
 point ``source.planned`` of batch 1 — right after Spark wrote ``offsets/1`` — a file that sorts
 inside batch 1's range is added, and the query restarts. The replay must read the planned rows;
 the new file is then reported (``lateFiles=fail``) or skipped and counted (``skip``).

@@ -1,4 +1,4 @@
-"""Fault injection as tests (issue 11, item 8): damaged files, a shared location, a full disk.
+"""Fault injection as tests: damaged files, a shared location, a full disk.
 
 * Damaged files under a real query restart: the newest source state version truncated or with
   a flipped byte, Spark's newest offset log file truncated, a sink commit marker damaged.
@@ -82,11 +82,15 @@ def _collecting_query(spark: Any, options: dict[str, str], checkpoint: Path,
 def _first_line(error: BaseException) -> str:
     """The first line of the plugin's own error inside Spark's wrapping of it.
 
-    Spark puts its error class and the Python worker's traceback in front; the line a user acts
-    on is the first one of the error the plugin raised, ``spark_stream_sched.errors.<Leaf>: ...``.
+    Spark puts its error class in front (``[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed
+    when Python streaming data source perform commit: ``, on the same line now that the worker's
+    traceback is hidden); the text a user acts on starts at the error the plugin raised,
+    ``spark_stream_sched.errors.<Leaf>: ...``.
     """
     lines = str(error).splitlines()
-    return next((ln.strip() for ln in lines if "spark_stream_sched.errors." in ln), lines[0])
+    ours = "spark_stream_sched.errors."
+    line = next((ln.strip() for ln in lines if ours in ln), lines[0])
+    return line[line.index(ours):] if ours in line else line
 
 
 def _stopped_with_new_input(spark: Any, tmp_path: Path) -> tuple[dict[str, str], list[Any]]:

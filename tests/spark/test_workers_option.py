@@ -1,6 +1,6 @@
 """Option ``workers`` without ``scheduler`` runs the groups on the executor under ``fifo``.
 
-It used to be accepted and silently ignored (issue 7 item 6).
+It used to be accepted and silently ignored.
 """
 
 from __future__ import annotations

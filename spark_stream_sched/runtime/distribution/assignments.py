@@ -1,11 +1,11 @@
 """Recorded group -> task assignments of the ``ordered-agg`` source, one per state version.
 
-Distributed adaptation (seed 003 §5-§6) moves partition groups between Spark tasks at
-micro-batch boundaries. Which task ran which group, and which groups were pushed to disk, changes
-what is emitted when (a pushed join group emits its missing results later, at its clean-up), so
-a batch that Spark replays after a driver crash must run with *exactly* the assignment of its
-first attempt. The driver therefore writes the assignment, before any task of the batch runs,
-to a checksummed JSON file keyed by the state version the batch's end offset names
+Distributed adaptation (Liu & Rundensteiner 2005, §5-§6) moves partition groups between Spark tasks
+at micro-batch boundaries. Which task ran which group, and which groups were pushed to disk, changes
+what is emitted when (a pushed join group emits its missing results later, at its clean-up), so a
+batch that Spark replays after a driver crash must run with *exactly* the assignment of its first
+attempt. The driver therefore writes the assignment, before any task of the batch runs, to a
+checksummed JSON file keyed by the state version the batch's end offset names
 (``spark.offsets.version_id``)::
 
     <stateLocation>/assignments/000000000051200-1f0c...e2.json
@@ -50,7 +50,8 @@ class Assignment:
     groups
         ``groups[g]`` is the task that runs partition group ``g``.
     pushes
-        Groups whose join state the task pushes to disk before the batch's rows (seed 003 §4.3).
+        Groups whose join state the task pushes to disk before the batch's rows (Liu & Rundensteiner
+        2005, §4.3).
     produced
         ``P_o`` of each group: results produced before this batch (from recorded metrics).
     loads
@@ -58,7 +59,8 @@ class Assignment:
     moves
         ``[group, source task, target task, bytes]`` of the groups moved at this boundary.
     active_pushed
-        Bytes pushed by active-disk plans so far (seed 003 §6, bounded by ``M_q - M_c``).
+        Bytes pushed by active-disk plans so far (Liu & Rundensteiner 2005, §6, bounded by ``M_q -
+        M_c``).
     reason
         Why the plan is what it is (thresholds, ratios), for logs and reports.
     """

@@ -1,21 +1,25 @@
 """What a partition group reports to the distribution manager, and how it is pushed to disk.
 
-Seed 003 §4.3 keeps per partition group its size ``P_s``, results ``P_o`` and last update
-``T_u``; §5-§6 decide moves and pushes from them. A source partition group (the unit of state
-and of Spark tasks) runs one per-key pipeline (:class:`~..keyed.pipeline.Pipeline`) or window
+Liu & Rundensteiner (2005), §4.3 keeps per partition group its size ``P_s``, results ``P_o`` and
+last update ``T_u``; §5-§6 decide moves and pushes from them. A source partition group (the unit of
+state and of Spark tasks) runs one per-key pipeline (:class:`~..keyed.pipeline.Pipeline`) or window
 operator; this module reads its figures and applies a push, without caring which it is:
 
 * :func:`memory_bytes` -- ``P_s``: Arrow bytes of the rows still waiting for readiness plus the
   operator's memory-resident state (a join's memory parts, not its generations on disk);
 * :func:`spilled_bytes` -- bytes a group's join stages hold on disk, as they took in memory
-  (non-zero: the group has spilled, and lazy-disk never moves it, seed 003 §6 restriction 2;
-  the sum over groups with ``P_s`` estimates the query's memory ``M_q`` for active-disk);
+  (non-zero: the group has spilled, and lazy-disk never moves it, Liu & Rundensteiner (2005), §6
+  restriction 2; the sum over groups with ``P_s`` estimates the query's memory ``M_q`` for
+  active-disk);
 * :func:`push_to_disk` -- push every join stage's memory parts as generations (§4.1); the
   clean-up stage (§4.2, Eq. 1) later emits exactly the results they missed;
 * :func:`release` -- delete those files once the group's snapshot holds them;
 * :func:`hold_of` -- the group's own ``H`` (:mod:`~spark_stream_sched.runtime.keyed.join_hold`),
   which the engine records per group so that every group can hold back what another group's
   missing results could precede;
+* :func:`join_figures` -- what the group's join stages did so far, summed over the stages
+  (:class:`~..keyed.join_state.JoinCounts`: pushes, bytes pushed, clean-ups, their results
+  and seconds);
 * :func:`can_spill` -- whether pushing is allowed for a query: it needs a join stage, whose
   clean-up recovers what pushed state missed (its reorder buffer keeps the output in order, so
   stages and a window may follow it).
@@ -26,11 +30,13 @@ emitted per batch (every emitted row of a join is one result), which works for a
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
+
 import pyarrow as pa
 
 from spark_stream_sched.runtime.keyed.join import Join
 from spark_stream_sched.runtime.keyed.join_spec import parse_join
-from spark_stream_sched.runtime.keyed.join_state import arrow_bytes
+from spark_stream_sched.runtime.keyed.join_state import JoinCounts, arrow_bytes
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.keyed.stage import parse_stage
 from spark_stream_sched.runtime.query.ordered import GroupOperator
@@ -67,6 +73,23 @@ def memory_bytes(operator: GroupOperator, pending: pa.Table | None) -> int:
 def spilled_bytes(operator: GroupOperator) -> int:
     """Bytes the group's join stages hold on disk (0: nothing spilled)."""
     return sum(op.spilled_bytes for op in _joins(operator))
+
+
+#: Metric names of :func:`join_figures`: ``join_`` and each :class:`JoinCounts` field.
+JOIN_FIGURES = tuple(f"join_{f.name}" for f in fields(JoinCounts))
+
+
+def join_figures(operator: GroupOperator) -> dict[str, float]:
+    """The group's join counters summed over its join stages (zeros without a join).
+
+    The counters are cumulative and travel in the group's snapshot: a micro-batch's own figures
+    are the difference between the values after it and right after the group was restored.
+    """
+    total: dict[str, float] = dict.fromkeys(JOIN_FIGURES, 0)
+    for op in _joins(operator):
+        for name, value in asdict(op.counts).items():
+            total[f"join_{name}"] += value
+    return total
 
 
 def hold_of(operator: GroupOperator) -> int | None:

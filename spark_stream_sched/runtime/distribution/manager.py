@@ -1,11 +1,14 @@
-"""The distribution manager: the next micro-batch's group -> task assignment (seed 003 §5-§6).
+"""The distribution manager: the next micro-batch's group -> task assignment.
 
-In seed 003 a *distribution manager* (§3.3, fig. 5) collects each query processor's statistics
-and makes the global adaptation decisions: move partition groups from the fullest machine to the
-emptiest (§5.1), push the least productive ones to disk (lazy-disk / active-disk, §6). Here the
-Spark driver plays that role at every micro-batch boundary, which replaces the paper's 8-step
-move protocol (fig. 13): between two batches no tuple is in flight, and a group's state is in
-its version file, so "moving" a group means that the next batch's task for it is another one.
+See Liu & Rundensteiner (2005), §5-§6.
+
+In Liu & Rundensteiner (2005) a *distribution manager* (§3.3, fig. 5) collects each query
+processor's statistics and makes the global adaptation decisions: move partition groups from the
+fullest machine to the emptiest (§5.1), push the least productive ones to disk (lazy-disk /
+active-disk, §6). Here the Spark driver plays that role at every micro-batch boundary, which
+replaces the paper's 8-step move protocol (fig. 13): between two batches no tuple is in flight, and
+a group's state is in its version file, so "moving" a group means that the next batch's task for it
+is another one.
 
 :func:`next_assignment` is a pure function of
 
@@ -68,7 +71,7 @@ class AdaptationConfig:
     policy
         ``none`` (fixed ranges of groups per task), ``lazy-disk`` or ``active-disk``.
     theta_d
-        Move groups when ``M_l / M_m < theta_d`` (seed 003 §5.1; paper: 0.8).
+        Move groups when ``M_l / M_m < theta_d`` (Liu & Rundensteiner 2005, §5.1; paper: 0.8).
     theta_f
         active-disk pushes when ``MaxRate / MinRate > theta_f`` (§6).
     budget
@@ -106,7 +109,7 @@ def adaptation_from_options(opts: Mapping[str, str]) -> AdaptationConfig:
     theta_d = _number(opts, "thetaD", 0.8)
     if not 0 < theta_d <= 1:
         raise ConfigError(f"option thetaD={opts['thetaD']!r} must be in (0, 1]: groups move "
-                          f"when M_l / M_m < thetaD (seed 003 uses 0.8)")
+                          f"when M_l / M_m < thetaD (Liu & Rundensteiner 2005 uses 0.8)")
     theta_f = _number(opts, "thetaF", 2.0)
     if not theta_f >= 1:
         raise ConfigError(f"option thetaF={opts['thetaF']!r} must be at least 1: active-disk "
@@ -124,7 +127,7 @@ def adaptation_from_options(opts: Mapping[str, str]) -> AdaptationConfig:
     if not 0 < push_fraction <= 1:
         raise ConfigError(f"option pushFraction={opts['pushFraction']!r} must be in (0, 1]: "
                           f"the least share of an over-budget task's state pushed at once "
-                          f"(seed 003 §4.4 uses 0.3)")
+                          f"(Liu & Rundensteiner 2005, §4.4 uses 0.3)")
     ignored = [n for n in ("thetaD", "thetaF", "pushFraction") if opts.get(n, "").strip()]
     if text == "none" and ignored:
         log.warning("options %s are ignored with adaptation=none", "/".join(ignored))

@@ -1,4 +1,6 @@
-"""Distributed adaptation of partition groups across tasks: lazy-disk, active-disk (seed 003 §5-6).
+"""Distributed adaptation of partition groups across tasks: lazy-disk, active-disk.
+
+See Liu & Rundensteiner (2005), §5-6.
 
 Pure policy: from each partition group's statistics (:class:`GroupLoad`: its task, ``P_s``,
 ``P_o``, whether it has generations on disk) and, for active-disk, the tasks' output rates, a
@@ -7,7 +9,7 @@ Pure policy: from each partition group's statistics (:class:`GroupLoad`: its tas
 to **push** to disk. Nothing here does I/O, reads a clock or depends on dict order; ties are
 broken by group id, then task id, so the same loads always give the same plan.
 
-Vocabulary (seed 003):
+Vocabulary (Liu & Rundensteiner 2005):
 
 ``M_t``
     memory of task ``t``: the sum of ``P_s`` of its groups (0 for a task without groups);
@@ -82,7 +84,9 @@ POLICIES = ("none", "lazy-disk", "active-disk")
 
 @dataclass(frozen=True)
 class GroupLoad:
-    """Statistics of one partition group as reported by the task holding it (seed 003 §4.3).
+    """Statistics of one partition group as reported by the task holding it.
+
+    See Liu & Rundensteiner (2005), §4.3.
 
     Attributes
     ----------
@@ -161,7 +165,8 @@ def plan_adaptation(groups: Sequence[GroupLoad], tasks: int, *, policy: str = "l
     policy
         ``"lazy-disk"``, ``"active-disk"`` or ``"none"`` (an empty plan).
     theta_d
-        Distributed adaptation starts when ``M_l / M_m < theta_d`` (seed 003 §5.1), in (0, 1].
+        Distributed adaptation starts when ``M_l / M_m < theta_d`` (Liu & Rundensteiner 2005, §5.1),
+        in (0, 1].
     theta_f
         Active-disk pushes when ``MaxRate / MinRate > theta_f`` (§6), at least 1.
     budget
@@ -234,7 +239,7 @@ def memory_per_task(groups: Iterable[GroupLoad], tasks: int) -> list[int]:
 
 
 def productivity(g: GroupLoad) -> Fraction | float:
-    """``P_s / P_o`` (seed 003 §4.3), exact; ``inf`` when the group produced nothing."""
+    """``P_s / P_o`` (Liu & Rundensteiner 2005, §4.3), exact; ``inf`` if it produced nothing."""
     return Fraction(g.size, g.produced) if g.produced else math.inf
 
 
@@ -284,7 +289,10 @@ def _choose_moves(groups: list[GroupLoad], sender: int, receiver: int, gap: int
 
 def _budget_pushes(groups: list[GroupLoad], tasks: int, moves: tuple[Move, ...],
                    budget: int | None, fraction: float) -> tuple[Push, ...]:
-    """Pushes of every task still over ``budget`` after ``moves`` (seed 003 §4.3-§4.4)."""
+    """Pushes of every task still over ``budget`` after ``moves``.
+
+    See Liu & Rundensteiner (2005), §4.3-§4.4.
+    """
     if budget is None:
         return ()
     target = {m.group: m.target for m in moves}

@@ -50,13 +50,16 @@ import pyarrow as pa
 from spark_stream_sched.errors import InputError
 from spark_stream_sched.runtime.distribution.groups import group_of_rows, split_by_group
 from spark_stream_sched.runtime.distribution.loads import (
+    JOIN_FIGURES,
     hold_of,
+    join_figures,
     memory_bytes,
     push_to_disk,
     release,
     spilled_bytes,
 )
 from spark_stream_sched.runtime.engine.order import in_output_order
+from spark_stream_sched.runtime.keyed.join_state import spilling_under
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.merge import release_ready
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL, TS_MAX, event_times
@@ -105,7 +108,8 @@ class GroupedBatch:
     ``workers`` threads. Results are identical in every case. ``pushes``: groups whose join
     state is pushed to disk before the batch's rows (a recorded plan's pushes). ``late``: the
     error for a late row at this door, a format string with the fields ``input``,
-    ``position`` (the row's ``__seq``), ``ts`` and ``bound``.
+    ``position`` (the row's ``__seq``), ``ts`` and ``bound``. ``spill_location``: where the
+    join stages spill (option ``spillLocation``; None: the system temp directory).
     """
 
     spec: QuerySpec
@@ -115,6 +119,7 @@ class GroupedBatch:
     workers: int = 1
     pushes: tuple[int, ...] = ()
     late: str = IDLE_LATE
+    spill_location: str | None = None
 
     @property
     def strategy(self) -> str | None:
@@ -146,9 +151,10 @@ class GroupedBatch:
         loaded = {g: self.release(before[g], per_group.get(g), bound) for g in self.groups}
         loads: dict[int, list[int]] = {}
         holds: dict[int, int | None] = {}
+        metrics: dict[str, Any] = {}
         if self.strategy is None:
-            outputs, windows = self.run_direct(loaded, bound, hold, loads, holds)
-            metrics: dict[str, Any] = {}
+            with spilling_under(self.spill_location):
+                outputs, windows = self.run_direct(loaded, bound, hold, loads, holds, metrics)
         else:
             outputs, windows, metrics = self.run_on_executor(loaded, bound, self.strategy, loads)
         states = {g: GroupState(loaded[g][2], windows[g], holds.get(g)) for g in self.groups}
@@ -183,16 +189,19 @@ class GroupedBatch:
         return state.window, released, pending
 
     def run_direct(self, loaded: Mapping[int, Loaded], bound: int | None, hold: int | None,
-                   loads: dict[int, list[int]], holds: dict[int, int | None]
-                   ) -> tuple[list[pa.Table], dict[int, bytes]]:
+                   loads: dict[int, list[int]], holds: dict[int, int | None],
+                   joined: dict[str, Any]) -> tuple[list[pa.Table], dict[int, bytes]]:
         """Each group's operator, one after another.
 
         ``loads[g] = [P_s bytes, results emitted, bytes on disk]`` (the figures of the paper's
-        §4.3) and ``holds[g]`` (the group's own ``H``) are filled in.
+        §4.3) and ``holds[g]`` (the group's own ``H``) are filled in, and ``joined`` gets what
+        the join stages did in this batch (:data:`~..distribution.loads.JOIN_FIGURES`).
         """
         outputs, windows = [], {}
+        joined.update(dict.fromkeys(JOIN_FIGURES, 0))
         for g, (snapshot, released, pending) in loaded.items():
             group = self.spec.build_group(self.input_schema, snapshot)
+            restored = join_figures(group)
             if g in self.pushes:
                 push_to_disk(group)
             out = update(group, released, bound, hold)
@@ -200,6 +209,8 @@ class GroupedBatch:
             windows[g] = group.snapshot()
             loads[g] = [memory_bytes(group, pending), out.num_rows, spilled_bytes(group)]
             holds[g] = hold_of(group)
+            for name, value in join_figures(group).items():
+                joined[name] += value - restored[name]
             release(group)
         return outputs, windows
 

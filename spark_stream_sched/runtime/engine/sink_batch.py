@@ -158,7 +158,8 @@ def _run_task(config: SinkConfig, batch_id: int, table: pa.Table, version: str, 
 
 def sink_batch(config: SinkConfig, schema: pa.Schema, groups: Sequence[int]) -> GroupedBatch:
     """The engine's batch entry for the sink's ``groups`` (rows prepared by ``prepare``)."""
-    return GroupedBatch(config.spec, without_internal(schema), tuple(groups), late=SINK_LATE)
+    return GroupedBatch(config.spec, without_internal(schema), tuple(groups), late=SINK_LATE,
+                        spill_location=config.spill_location)
 
 
 def sink_hold(config: SinkConfig, previous: Previous,

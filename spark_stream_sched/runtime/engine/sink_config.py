@@ -28,7 +28,8 @@ class SinkConfig(SpecView):
     build); the other fields wire Spark's rows to it and say where results go.
     ``idle_timeout_ms``: an input with no row for that long (wall-clock, on the driver) stops
     holding the ready bound back (None: never). ``keep_metrics``: commit markers kept (at
-    least the last ``keep_versions``).
+    least the last ``keep_versions``). ``spill_location``: where join stages spill (None: the
+    system temp directory).
     """
 
     spec: QuerySpec
@@ -41,6 +42,7 @@ class SinkConfig(SpecView):
     checkpoint_location: str | None = None
     idle_timeout_ms: int | None = None
     keep_metrics: int = KEEP_BATCHES
+    spill_location: str | None = None
 
     def wiring(self) -> dict[str, str | None]:
         """Options besides the spec that are fixed for a stateLocation (named as written)."""

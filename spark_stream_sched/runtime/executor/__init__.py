@@ -1,8 +1,10 @@
-"""The executor: runs query plans on Arrow packets with worker threads (DESIGN.md §4.1-4.2).
+"""The executor: runs query plans on Arrow packets with worker threads.
 
-* :mod:`.tasks`     -- immediate/deferred tasks, requests, the Bobox task order (seed 000 §5.1)
-* :mod:`.workers`   -- worker threads, stealing, sleeping without lost wake-ups (seed 000 §5.2)
-* :mod:`.queues`    -- packets, inter-operator queues, reorder buffers (seed 002 §4)
+* :mod:`.tasks`     -- immediate/deferred tasks, requests, the Bobox task order
+  (Falt & Yaghob 2011, §5.1)
+* :mod:`.workers`   -- worker threads, stealing, sleeping without lost wake-ups
+  (Falt & Yaghob 2011, §5.2)
+* :mod:`.queues`    -- packets, inter-operator queues, reorder buffers (Prasaad et al. 2018, §4)
 * :mod:`.operators` -- stateless runtime operators; :mod:`.stateful` -- window and keyed ones
 * :mod:`.runner`    -- one running plan: strategy decisions, serving units, learned statistics
 * :mod:`.sink`      -- ordered output collection

@@ -7,16 +7,16 @@ Example::
     result.outputs["q0_window"]                   # a pa.Table per root operator
     result.metrics.summary()                      # latency, throughput, memory, per operator
 
-Contract: the output of every root is the output of a sequential evaluation (each operator
-applied to its whole input stream in order), for every strategy and worker count. Input tables
-are cut into packets of half the L2 cache (seed 000 §4, :func:`default_packet_rows`) unless
-``packet_rows`` is given; a list of tables is taken as the packets themselves. Learned
-statistics of one run can seed the next (``Engine(..., stats=result.stats)``).
+Contract: the output of every root is the output of a sequential evaluation (each operator applied
+to its whole input stream in order), for every strategy and worker count. Input tables are cut into
+packets of half the L2 cache (Falt & Yaghob 2011, §4, :func:`default_packet_rows`) unless
+``packet_rows`` is given; a list of tables is taken as the packets themselves. Learned statistics of
+one run can seed the next (``Engine(..., stats=result.stats)``).
 
 Incremental input: any other iterable of tables (e.g. a generator reading files) is a stream
 *fed while the plan runs* (:mod:`.feed`): packet ``k`` is read only when the stream's input
 queues hold fewer than ``read_ahead`` untaken packets, so the strategy, not the reader, decides
-what stays queued (seed 000 §3.1: each arriving packet creates a task). ``run(...,
+what stays queued (Falt & Yaghob 2011, §3.1: each arriving packet creates a task). ``run(...,
 read_ahead=n)`` feeds tables and lists that way too; without it they are enqueued at once.
 :func:`.stepped.run_stepped` runs the same plan single-threaded on a logical clock (deterministic).
 """
@@ -69,7 +69,7 @@ class ExecutionResult:
     stats
         Statistics learned in the run (cost per tuple in seconds, selectivity, bytes/tuple).
     picks
-        How often each rule of the Bobox task order (seed 000 §5.1) found a task.
+        How often each rule of the Bobox task order (Falt & Yaghob 2011, §5.1) found a task.
     operators
         Operator id -> the runtime operator after the run (e.g. to snapshot a window's state).
     """

@@ -1,10 +1,11 @@
 """Incremental input: packets enter a running plan as they are produced, not all up front.
 
-Seed 000 §3.1: "When a packet is received by the operator, it is switched to state Scheduled
+Falt & Yaghob (2011), §3.1: "When a packet is received by the operator, it is switched to state
+Scheduled
 ... new task is created" -- input arrives while the plan runs. Queuing a whole batch before
-the plan starts leaves every strategy the same peak queue memory (the batch); fed packet by
-packet, the input queues grow only as fast as reading outpaces processing, and what stays
-queued inside the plan is what the strategy chose not to run (seed 001 §2.2: Chain drains the
+the plan starts leaves every strategy the same peak queue memory (the batch); fed packet by packet,
+the input queues grow only as fast as reading outpaces processing, and what stays queued inside the
+plan is what the strategy chose not to run (Jiang & Chakravarthy 2003, §2.2: Chain drains the
 operators that release the most memory first, FIFO moves the oldest tuple up its path).
 
 :func:`feed_incrementally` is the engine's threaded mode. The calling thread reads the streams

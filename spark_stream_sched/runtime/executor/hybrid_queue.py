@@ -1,4 +1,4 @@
-"""The hybrid queue of seed 002 §4.3 (fig. 7) and its Theorem 4.1 guarantee.
+"""The hybrid queue of Prasaad et al. (2018), §4.3 (fig. 7) and its Theorem 4.1 guarantee.
 
 A master queue of partitions, one FIFO queue per partition and a delegation counter per
 partition.
@@ -39,7 +39,7 @@ Operate = Callable[[int, T], None]
 
 
 class HybridQueue(Generic[T]):
-    """Master queue + per-partition queues + delegation counters (seed 002 fig. 7).
+    """Master queue + per-partition queues + delegation counters (Prasaad et al. 2018, fig. 7).
 
     Parameters
     ----------

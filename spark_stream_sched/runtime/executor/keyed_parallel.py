@@ -1,4 +1,6 @@
-"""Run a chain ``stateless -> keyed -> ...`` on ``W`` real threads, in order (seed 002 §2.2, §5).
+"""Run a chain ``stateless -> keyed -> ...`` on ``W`` real threads, in order.
+
+See Prasaad et al. (2018), §2.2, §5.
 
 Every operator of the chain is an independently schedulable unit with a worklist
 (:mod:`.keyed_stages`): a stateless stage has one shared worklist (data parallelism, §4.1); a
@@ -10,8 +12,8 @@ within a packet in the order a sequential run emits them (row operators: input o
 operators: ``(session_end, session_start, keys)``). By Theorem 5.2 the output stream is the same
 for any ``W``, queue kind and heuristic (tested against a sequential run).
 
-Which operator a free worker serves is decided by a seed 002 §6 heuristic (QST eq 1, LP, ET
-eq 2, CT eq 3), the classes of :mod:`~...scheduler.strategies.multicore` bound to a
+Which operator a free worker serves is decided by a Prasaad et al. (2018), §6 heuristic (QST eq 1,
+LP, ET eq 2, CT eq 3), the classes of :mod:`~...scheduler.strategies.multicore` bound to a
 :class:`~...plan.dag.QueryPlan` of the chain. Units: tuples (rows) and seconds.
 
 The workers start before the first packet is pushed: :meth:`KeyedPipeline.run` feeds packets

@@ -1,4 +1,6 @@
-"""The stages a :class:`~.keyed_parallel.KeyedPipeline` runs (seed 002 §2.2, §4, fig. 4, fig. 7).
+"""The stages a :class:`~.keyed_parallel.KeyedPipeline` runs.
+
+See Prasaad et al. (2018), §2.2, §4, fig. 4, fig. 7.
 
 * :class:`Stateless` / :class:`Keyed` are the user-facing stage definitions;
 * :class:`StatelessStage` serves one shared worklist (data parallelism, §4.1);
@@ -66,7 +68,7 @@ class Stateless:
 
 @dataclass(frozen=True)
 class Keyed:
-    """Definition of a keyed stage (a partitioned stateful operator, seed 002 §2.1).
+    """Definition of a keyed stage (a partitioned stateful operator, Prasaad et al. (2018), §2.1).
 
     ``factory(p)`` builds partition ``p``'s operator; ``partition_of(table)`` may replace the
     default hash partitioning (e.g. range partitioning as in §7.2.1).

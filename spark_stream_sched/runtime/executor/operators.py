@@ -14,11 +14,11 @@ a :class:`RuntimeOperator` for a known input schema. ``params`` of each kind:
                        ``output``
 =====================  =====================================================================
 
-Every kind also accepts ``work``: extra vectorised passes per tuple that emulate a costlier
-operator in benchmarks (results are unchanged). Stateless operators (seed 002 §6) may run on
+Every kind also accepts ``work``: extra vectorised passes per tuple that emulate a costlier operator
+in benchmarks (results are unchanged). Stateless operators (Prasaad et al. 2018, §6) may run on
 several packets at once; order-sensitive ones (``ordered = True``, :mod:`.stateful`) see their
-packets strictly in sequence and may keep state. A user ``fn`` must be row-wise (each output
-row depends on one input row only), or results would depend on packet boundaries.
+packets strictly in sequence and may keep state. A user ``fn`` must be row-wise (each output row
+depends on one input row only), or results would depend on packet boundaries.
 """
 
 from __future__ import annotations

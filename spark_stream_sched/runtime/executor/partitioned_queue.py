@@ -1,4 +1,7 @@
-"""The partitioned-queue baseline of seed 002 §4.2: one queue per worker, static assignment.
+"""The partitioned-queue baseline: one queue per worker, static assignment.
+
+Prasaad et al. (2018), §4.2.
+
 
 Partition ``p`` always goes to worker ``p % W``; worker ``w`` only ever serves its own queue, so
 no concurrency control is needed (each partition has exactly one possible worker), but under key

@@ -1,14 +1,14 @@
 """Packets and inter-operator queues with size and memory accounting in Arrow bytes.
 
-Every queue of a plan (edge ``source -> target``, seed 001 §2) is a :class:`PacketQueue`. A
-packet carries a sequence number: the ``k``-th packet of an input stream has ``seq == k`` and
-every operator turns input packet ``k`` into output packet ``k`` (possibly empty), so packet
-order along any queue equals the order of a sequential evaluation. Queues in front of
+Every queue of a plan (edge ``source -> target``, Jiang & Chakravarthy (2003), §2) is a
+:class:`PacketQueue`. A packet carries a sequence number: the ``k``-th packet of an input stream has
+``seq == k`` and every operator turns input packet ``k`` into output packet ``k`` (possibly empty),
+so packet order along any queue equals the order of a sequential evaluation. Queues in front of
 order-sensitive operators are *ordered*: they hold early packets in a
-:class:`~spark_stream_sched.runtime.executor.reorder.ReorderBuffer` (seed 002 §4, fig. 4,
-non-blocking: producers never wait) and expose only the contiguous prefix
-``next_seq, next_seq + 1, ...``; other queues hand packets out in arrival order, which lets
-several workers run a stateless operator at once.
+:class:`~spark_stream_sched.runtime.executor.reorder.ReorderBuffer` (Prasaad et al. 2018, §4, fig.
+4, non-blocking: producers never wait) and expose only the contiguous prefix ``next_seq, next_seq +
+1, ...``; other queues hand packets out in arrival order, which lets several workers run a stateless
+operator at once.
 
 Accounting: ``rows``/``nbytes`` count every buffered packet (Arrow buffer bytes, the real
 memory, reorder buffer included); ``ready_work`` counts what a strategy may schedule now;
@@ -43,8 +43,8 @@ class Packet:
     arrival
         Engine-clock time (seconds) at which the input packet it derives from arrived.
     watermark
-        Largest event time of that input packet (``None`` without an event-time column): no
-        later packet holds a smaller event time, so it is a ready bound (seed 004 Def. 1).
+        Largest event time of that input packet (``None`` without an event-time column): no later
+        packet holds a smaller event time, so it is a ready bound (Gulisano et al. 2016, Def. 1).
     """
 
     seq: int

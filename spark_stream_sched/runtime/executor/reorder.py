@@ -1,4 +1,4 @@
-"""The non-blocking reorder buffer of seed 002 (§4, fig. 4).
+"""The non-blocking reorder buffer of Prasaad et al. (2018) (§4, fig. 4).
 
 Workers finish packets in any order; an order-sensitive consumer must see them by sequence
 number. :class:`ReorderBuffer` holds the packets that arrived early and releases the longest
@@ -27,7 +27,7 @@ T = TypeVar("T", bound=Sequenced)
 
 
 class ReorderBuffer(Generic[T]):
-    """Releases items strictly in ``seq`` order; holds early ones (seed 002 fig. 4).
+    """Releases items strictly in ``seq`` order; holds early ones (Prasaad et al. 2018, fig. 4).
 
     Parameters
     ----------

@@ -1,25 +1,25 @@
 """One running plan (a request): its queues, operators and the strategy-driven task body.
 
-Every task of the request runs :meth:`PlanRun.step`: under the request lock it shows the
-strategy the queues (:class:`~.queues.QueuesView`), takes its :class:`Decision` and runs the
-chosen unit (operator, operator path or segment, seed 001 §3) bottom-up: packets already inside
-the unit first (most downstream first), then new packets from the decision's input queue,
-until the decision's budget ends (time, tuples; a preemptive decision ends once a new packet
-went through the unit, the executor's "time unit"). Then it reports back with ``release``.
+Every task of the request runs :meth:`PlanRun.step`: under the request lock it shows the strategy
+the queues (:class:`~.queues.QueuesView`), takes its :class:`Decision` and runs the chosen unit
+(operator, operator path or segment, Jiang & Chakravarthy (2003), §3) bottom-up: packets already
+inside the unit first (most downstream first), then new packets from the decision's input queue,
+until the decision's budget ends (time, tuples; a preemptive decision ends once a new packet went
+through the unit, the executor's "time unit"). Then it reports back with ``release``.
 
-Tasks are created (seed 000 §3.1) as *deferred* for each input packet and as *immediate* for
-each packet a worker pushes to a queue outside its current unit. Liveness: a task that ends
+Tasks are created (Falt & Yaghob 2011, §3.1) as *deferred* for each input packet and as *immediate*
+for each packet a worker pushes to a queue outside its current unit. Liveness: a task that ends
 while work is pending and no other task of the request is queued or running queues one more.
 
-Statistics (seed 001 §2.1 "learned ... during the execution period"): every processed packet
-is recorded in ``measured``; every ``refresh_every`` packets the measured cost per tuple,
-selectivity and tuple sizes are published into the statistics the strategy reads.
+Statistics (Jiang & Chakravarthy 2003, §2.1 "learned ... during the execution period"): every
+processed packet is recorded in ``measured``; every ``refresh_every`` packets the measured cost per
+tuple, selectivity and tuple sizes are published into the statistics the strategy reads.
 
-Incremental input (seed 000 §3.1: a packet's arrival creates a task): a feeder may push input
-packets while the plan runs and wait, with :meth:`PlanRun.wait_for_room`, until a stream's
-input queues hold fewer than a read-ahead bound of untaken packets; every take from an input
-queue wakes it. ``work_done`` counts, per operator, the scheduling size of every processed
-packet (a deterministic service measure for the step driver of :mod:`.feed`).
+Incremental input (Falt & Yaghob 2011, §3.1: a packet's arrival creates a task): a feeder may push
+input packets while the plan runs and wait, with :meth:`PlanRun.wait_for_room`, until a stream's
+input queues hold fewer than a read-ahead bound of untaken packets; every take from an input queue
+wakes it. ``work_done`` counts, per operator, the scheduling size of every processed packet (a
+deterministic service measure for the step driver of :mod:`.feed`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The sink: collects what the roots of a plan output, in sequential order (seed 002 §4).
+"""The sink: collects what the roots of a plan output, in sequential order.
+
+See Prasaad et al. (2018), §4.
 
 A root's output packets may arrive out of order when several workers run stateless operators
 below it; the sink keeps a reorder buffer per root and delivers packets strictly by sequence
 number, so the collected output is the same for every strategy and worker count. A packet is
-*output* (for latency, seed 001 §5.2) when the sink delivers it.
+*output* (for latency, Jiang & Chakravarthy (2003), §5.2) when the sink delivers it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Order-sensitive runtime operators: window aggregation and keyed running aggregates.
 
 Both keep state across packets, so the engine feeds them packets strictly in sequence (a
-reorder buffer in front, seed 002 §4) and never runs one on two packets at once. Their
+reorder buffer in front, Prasaad et al. (2018), §4) and never runs one on two packets at once. Their
 results are therefore those of a sequential evaluation whatever the strategy and worker count.
 """
 
@@ -26,9 +26,8 @@ class WindowOperator(RuntimeOperator):
     """``window_aggregate``: wraps :class:`~spark_stream_sched.runtime.window.WindowAggregator`.
 
     The packet watermark is the ready bound ``R``: windows with ``window_end <= R`` are emitted
-    as soon as the packet that raised ``R`` is processed (the W-Hive of *Efficient data
-    streaming multiway aggregation through concurrent algorithmic designs and new abstract data
-    types*, §3).
+    as soon as the packet that raised ``R`` is processed (the Window Hive of Gulisano et al.
+    (2016), §3, §5.6).
 
     Two optional parameters let a caller run one step of a longer stream (the Spark source runs
     each micro-batch this way): ``state``, snapshot bytes of a

@@ -29,8 +29,8 @@ _NEVER = 2**62
 class StepPool(WorkerPool):
     """A worker pool without threads: the caller runs queued tasks one by one (:meth:`run_one`).
 
-    Tasks are queued and picked exactly as by :class:`~.workers.WorkerPool` (seed 000 §5.1
-    order, one worker with index 0), so a plan run behaves as on a one-thread pool, but
+    Tasks are queued and picked exactly as by :class:`~.workers.WorkerPool` (Falt & Yaghob 2011,
+    §5.1 order, one worker with index 0), so a plan run behaves as on a one-thread pool, but
     deterministically and in the caller's thread.
     """
 

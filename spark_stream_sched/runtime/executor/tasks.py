@@ -1,7 +1,7 @@
-"""Tasks, requests and the Bobox task order (seed 000 §3.1, §5.1), without any threads.
+"""Tasks, requests and the Bobox task order (Falt & Yaghob 2011, §3.1, §5.1), without any threads.
 
-A *request* is one running query plan (seed 000 §3: "we denote execution plans as requests").
-A task belongs to one request and is either
+A *request* is one running query plan (Falt & Yaghob 2011, §3: "we denote execution plans as
+requests"). A task belongs to one request and is either
 
 * **immediate** -- created by a worker for a packet it has just produced, so the packet is
   probably hot in that worker's cache; it goes to the list of the thread that created it;
@@ -36,7 +36,7 @@ from spark_stream_sched.errors import ConfigError
 
 
 class TaskKind(enum.Enum):
-    """Immediate (bound to a hot packet) or deferred (seed 000 §3.1)."""
+    """Immediate (bound to a hot packet) or deferred (Falt & Yaghob 2011, §3.1)."""
 
     IMMEDIATE = "immediate"
     DEFERRED = "deferred"

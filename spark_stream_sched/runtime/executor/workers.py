@@ -1,4 +1,6 @@
-"""Worker threads that follow the Bobox task order and sleep without busy waiting (seed 000 §5).
+"""Worker threads that follow the Bobox task order and sleep without busy waiting.
+
+See Falt & Yaghob (2011), §5.
 
 A :class:`WorkerPool` owns ``n`` threads and one :class:`~.tasks.TaskQueues` (one node: this
 machine is an SMP system, which the paper treats as a single NUMA node). A thread that finishes a

@@ -1,9 +1,12 @@
-"""The contract of a keyed operator (seed 002 §2: a partitioned stateful operator) and its registry.
+"""The contract of a keyed operator (a partitioned stateful operator) and its registry.
 
-A keyed operator sees the tuples of each key in the total order ``(ts, input, seq)`` and keeps
-state per key. One instance holds the state of every key of one partition group (seed 003),
-so the Spark source versions it with the group's other state, and the executor's hybrid queue
-(seed 002 §4.3) may run different keys of one instance on different workers.
+Prasaad et al. (2018), §2.
+
+
+A keyed operator sees the tuples of each key in the total order ``(ts, input, seq)`` and keeps state
+per key. One instance holds the state of every key of one partition group (Liu & Rundensteiner
+2005), so the Spark source versions it with the group's other state, and the executor's hybrid queue
+(Prasaad et al. 2018, §4.3) may run different keys of one instance on different workers.
 
 Contract of :meth:`KeyedOperator.update` (the same as
 :meth:`~spark_stream_sched.runtime.window.aggregator.WindowAggregator.update`):

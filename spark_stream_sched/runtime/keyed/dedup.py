@@ -3,9 +3,9 @@
 A tuple is dropped when an earlier *kept* tuple of the same key has equal values in the named
 columns (nulls equal nulls, ``-0.0`` equals ``0.0`` and NaN equals NaN, as in Spark's
 ``dropDuplicates``) and this tuple's ``ts < kept_ts + within``. The kept occurrence anchors the
-horizon: once it has expired, the next occurrence is kept and anchors a new one. Kept tuples
-leave unchanged (no column is added), in input order (a partitioned stateful operator, seed 002
-§2.1; the decision for a tuple depends only on the tuples before it in the total order).
+horizon: once it has expired, the next occurrence is kept and anchors a new one. Kept tuples leave
+unchanged (no column is added), in input order (a partitioned stateful operator, Prasaad et al.
+(2018), §2.1; the decision for a tuple depends only on the tuples before it in the total order).
 
 State: one entry per distinct ``(key, values)`` -- the key and column values themselves, their
 stable hash (which only narrows the search: entries are equal when their values are,

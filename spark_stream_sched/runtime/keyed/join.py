@@ -1,4 +1,6 @@
-"""``join([N,] [within=<duration>])``: windowed N-way symmetric hash equi-join (seed 003 §3-§4).
+"""``join([N,] [within=<duration>])``: windowed N-way symmetric hash equi-join.
+
+See Liu & Rundensteiner (2005), §3-§4.
 
 Joins the N inputs ``0 .. N-1`` of the merge (``N`` = the positional argument, 2 to 8, default
 2; a tuple of an input ``>= N`` is refused) on the query's key columns, ``A ⋈ B ⋈ C ...``:
@@ -21,13 +23,15 @@ holds), the key columns, then per input ``j`` every payload column (not ts, not 
 internal) suffixed ``_j`` and ``<ts>_j``: ``ts, __input, __seq, k, value_0, ts_0, value_1, ts_1``.
 A tuple that completes several results gives several rows with the same ``(__input, __seq)``.
 
-**State** lives in ``n_groups`` (default 16) partition groups (seed 003 §4.1; a key's group
+**State** lives in ``n_groups`` (default 16) partition groups (Liu & Rundensteiner 2005, §4.1; a
+key's group
 comes from the high 32 bits of its hash: the task split upstream used the low bits), with
 ``P_s``, ``P_o``, ``T_u`` (:mod:`~spark_stream_sched.runtime.keyed.join_state`). A stored tuple
 with ``ts + W <= bound`` can join no later tuple and is purged. An update loops over the groups
 it touches (never over keys or tuples); inside a group, probing is NumPy over the packet.
 
-**Disk adaptation** (seed 003 §4.1, §4.3) under ``memory_budget`` bytes (constructor argument,
+**Disk adaptation** (Liu & Rundensteiner 2005, §4.1, §4.3) under ``memory_budget`` bytes
+(constructor argument,
 or ``budget=64k`` in the stage): when the memory-resident state exceeds it after an update,
 groups are pushed to disk as generations (:func:`~.join_state.choose_pushes`: idle for longer
 than ``theta_t = inactive_after`` event-time ms first, default ``W``, then largest ``P_s/P_o``,
@@ -42,10 +46,10 @@ clean-up reads a group back one key slice of at most the budget at a time.
 precede wait in a reorder buffer (:mod:`~spark_stream_sched.runtime.keyed.join_hold`) and leave
 merged with the clean-up results: the concatenated output equals the oracle's, in order, and a
 following stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``).
-``ordered=False`` is seed 003's behaviour (the adaptation bench): clean-up results leave late.
-Either way the output is the same on every run, restored or not. At the end of input,
-:meth:`Join.finish_parts` hands the results out in order, part by part, merging the buffer's
-runs on disk (:mod:`~spark_stream_sched.runtime.keyed.join_merge`), and :meth:`Join.finish`
+``ordered=False`` is Liu & Rundensteiner's (2005) behaviour (the adaptation bench): clean-up
+results leave late. Either way the output is the same on every run, restored or not. At the
+end of input, :meth:`Join.finish_parts` hands the results out in order, part by part, merging
+the buffer's runs on disk (:mod:`~spark_stream_sched.runtime.keyed.join_merge`), and :meth:`Join.finish`
 returns the same parts as one table; ``stats["peak_bytes"]`` is the most the join held.
 
 **Snapshots** are self-contained, spilled state folded in (:mod:`.join_snapshot`).
@@ -111,9 +115,9 @@ class Join(GroupTransfer, KeyedOperator):
     spill_dir
         Parent of the operator's private spill directory (None: the system temp directory).
     n_groups
-        Partition groups inside this operator (seed 003 §4.1 granularity).
+        Partition groups inside this operator (Liu & Rundensteiner 2005, §4.1 granularity).
     push_fraction
-        Least fraction of the memory bytes pushed per trigger (seed 003 §4.4: 30%).
+        Least fraction of the memory bytes pushed per trigger (Liu & Rundensteiner 2005, §4.4: 30%).
     inactive_after
         ``theta_t`` in event-time ms (default: the window; unwindowed: no idle rule).
     ordered
@@ -245,7 +249,7 @@ class Join(GroupTransfer, KeyedOperator):
                 group.keep(pa.array(column(group.memory, MS, np.int64) > horizon))
 
     def _push(self) -> None:
-        """Disk adaptation (seed 003 §4.3) when the memory part exceeds the budget."""
+        """Disk adaptation (Liu & Rundensteiner 2005, §4.3) when the memory part is over budget."""
         if self.memory_budget is None:
             return
         self._push_held()  # held results are only read at release: they go first
@@ -259,7 +263,8 @@ class Join(GroupTransfer, KeyedOperator):
                 self.state_bytes > self.memory_budget):
             self.counts.held_pushed_bytes += self._held.push()
 
-    # -- clean-up stage (seed 003 §4.2, Eq. 1): :mod:`.cleanup` -------------------------------
+    # -- clean-up stage (Liu & Rundensteiner 2005, §4.2, Eq. 1): :mod:`.cleanup`
+    # -------------------------------
 
     def _clean_up(self, group: PartitionGroup, closed: int | None = None, hold: bool = False
                   ) -> list[tuple[pa.Table, np.ndarray]]:
@@ -313,7 +318,10 @@ class Join(GroupTransfer, KeyedOperator):
     # -- statistics, snapshots ----------------------------------------------------------------
 
     def groups_stats(self) -> list[dict[str, int | float | None]]:
-        """``P_s``, ``P_o``, ``T_u`` and spilled rows of every partition group (seed 003 §4.3)."""
+        """``P_s``, ``P_o``, ``T_u`` and spilled rows of every partition group.
+
+        See Liu & Rundensteiner (2005), §4.3.
+        """
         return [g.stats() for g in self._groups]
 
     @property

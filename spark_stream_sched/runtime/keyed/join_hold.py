@@ -1,8 +1,9 @@
 """Join results held back until no missing result can precede them: the join's reorder buffer.
 
-Seed 003's clean-up stage (§4.2, Eq. 1) produces the results that pushed state missed only when
-the group's window closes, after later results left. To keep the join's output in the total
-order -- by the completing tuple's position ``(ts, input, seq)``, then the partners' positions
+Liu & Rundensteiner's (2005) clean-up stage (§4.2, Eq. 1) produces the results that pushed state
+missed only when the group's window closes, after later results left. To keep the join's output in
+the total order -- by the completing tuple's position ``(ts, input, seq)``, then the partners'
+positions
 -- so that a window or a keyed operator can follow it, the join holds back every result that a
 missing result could still precede, and releases it merged with the clean-up results.
 

@@ -1,11 +1,11 @@
-"""Vectorised probing of an N-way symmetric hash equi-join (seed 003 §3, §3.4).
+"""Vectorised probing of an N-way symmetric hash equi-join (Liu & Rundensteiner 2005, §3, §3.4).
 
-The join's tuples of one partition group are laid out as a *universe*: arrays in the total
-order ``(ts, input, seq)`` (position ``i`` of the universe is the ``i``-th tuple in that
-order). A *probe* is a tuple of the universe that completes results: in a symmetric hash join
-(seed 003 §3, reference [28]) the arriving tuple is matched against the stored tuples of every
-other input, so its partners are the tuples of the universe **before** it with the same key,
-one per other input, whose ``ts`` lie within the window.
+The join's tuples of one partition group are laid out as a *universe*: arrays in the total order
+``(ts, input, seq)`` (position ``i`` of the universe is the ``i``-th tuple in that order). A *probe*
+is a tuple of the universe that completes results: in a symmetric hash join (Liu & Rundensteiner
+2005, §3, reference [28]) the arriving tuple is matched against the stored tuples of every other
+input, so its partners are the tuples of the universe **before** it with the same key, one per other
+input, whose ``ts`` lie within the window.
 
 No Python loop runs per tuple or per key. The universe is sorted by ``(key, input, position)``
 (one stable argsort), so the candidate partners of probe ``p`` from input ``j`` are one

@@ -1,8 +1,10 @@
-"""State of the join: partition groups, their on-disk generations and the push policy (seed 003 §4).
+"""State of the join: partition groups, their on-disk generations and the push policy.
 
-A :class:`PartitionGroup` (seed 003 §4.1, fig. 8b) holds the stored tuples of *every* input
-whose key falls into one partition id, so it is the unit that is pushed to disk and cleaned up.
-It records the seed's statistics (§4.3):
+See Liu & Rundensteiner (2005), §4.
+
+A :class:`PartitionGroup` (Liu & Rundensteiner 2005, §4.1, fig. 8b) holds the stored tuples of
+*every* input whose key falls into one partition id, so it is the unit that is pushed to disk and
+cleaned up. It records the seed's statistics (§4.3):
 
 ``P_s`` (:attr:`PartitionGroup.size`)
     bytes of its memory-resident tuples: their Arrow buffer sizes in the canonical layout
@@ -13,11 +15,12 @@ It records the seed's statistics (§4.3):
     event time (ms) of its last inserted tuple -- never wall-clock, so spilling decisions and
     therefore the output order are the same on every run.
 
-Pushing (seed 003 §4.1) writes the group's memory part as one *generation*, a checksummed Arrow
-IPC snapshot file (:func:`~spark_stream_sched.runtime.state.snapshot.write_snapshot`); the
-memory part starts empty again. Generations of a group are numbered in push order, and because
-a group's tuples arrive in the total order, generation ``t`` holds exactly the group's tuples
-that arrived between push ``t-1`` and push ``t`` (an *epoch*; the memory part is the last one).
+Pushing (Liu & Rundensteiner 2005, §4.1) writes the group's memory part as one *generation*, a
+checksummed Arrow IPC snapshot file
+(:func:`~spark_stream_sched.runtime.state.snapshot.write_snapshot`); the memory part starts empty
+again. Generations of a group are numbered in push order, and because a group's tuples arrive in the
+total order, generation ``t`` holds exactly the group's tuples that arrived between push ``t-1`` and
+push ``t`` (an *epoch*; the memory part is the last one).
 
 :func:`push_order` is the throughput-oriented choice of §4.3: first the groups inactive for
 longer than ``theta_t`` (event time), oldest ``T_u`` first, then the least productive (largest
@@ -30,6 +33,8 @@ import contextlib
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +48,23 @@ from spark_stream_sched.runtime.state.snapshot import read_snapshot, write_snaps
 
 #: Snapshot kind of a generation file.
 GENERATION_KIND = "keyed.join.generation"
+#: Parent directory of the spill directories of joins built without one (option
+#: ``spillLocation``; None: the system temp directory), set by :func:`spilling_under`.
+SPILL_PARENT: ContextVar[str | None] = ContextVar("spill_parent", default=None)
+
+
+@contextlib.contextmanager
+def spilling_under(parent: str | None) -> Iterator[None]:
+    """Joins built (or restored) in this context without a ``spill_dir`` spill under ``parent``.
+
+    A query's execution option, not its definition: it is never recorded in a snapshot, so a
+    restart may spill elsewhere. ``None`` keeps the system temp directory.
+    """
+    token = SPILL_PARENT.set(parent)
+    try:
+        yield
+    finally:
+        SPILL_PARENT.reset(token)
 
 
 @dataclass
@@ -147,7 +169,7 @@ class PartitionGroup(SizedTable):
 
     @property
     def productivity(self) -> float:
-        """``P_s / P_o`` (seed 003 §4.3); large means unproductive; ``inf`` if nothing produced."""
+        """``P_s / P_o`` (Liu & Rundensteiner 2005, §4.3); large: unproductive; no output: inf."""
         return self.size / self.produced if self.produced else math.inf
 
     @property
@@ -175,7 +197,10 @@ class PartitionGroup(SizedTable):
 
 def push_order(groups: list[PartitionGroup], now: int | None,
                inactive_after: int | None) -> list[PartitionGroup]:
-    """Groups with memory-resident tuples in the order they are pushed (seed 003 §4.3)."""
+    """Groups with memory-resident tuples in the order they are pushed.
+
+    See Liu & Rundensteiner (2005), §4.3.
+    """
     live = [g for g in groups if g.memory.num_rows]
 
     def inactive(g: PartitionGroup) -> bool:
@@ -192,7 +217,7 @@ def choose_pushes(groups: list[PartitionGroup], budget: int, fraction: float, no
     """Groups to push when the memory-resident bytes exceed ``budget`` (none if they fit).
 
     In :func:`push_order`, until both at least ``fraction`` of the memory bytes are pushed (the
-    paper's push percentage, seed 003 §4.4) and the rest fits the budget.
+    paper's push percentage, Liu & Rundensteiner (2005), §4.4) and the rest fits the budget.
     """
     total = sum(g.size for g in groups)
     if total <= budget:
@@ -209,13 +234,14 @@ def choose_pushes(groups: list[PartitionGroup], budget: int, fraction: float, no
 class SpillStore:
     """Generation files of one join operator, in a private directory under ``parent``.
 
-    The directory is created at the first push (``tempfile.mkdtemp`` under ``parent``, created
-    if needed, or under the system temp directory when ``parent`` is None) and removed by
-    :meth:`close`.
+    The directory is created at the first push (``tempfile.mkdtemp`` with prefix ``join-spill-``
+    under ``parent``, created if needed) and removed by :meth:`close`. ``parent`` None takes the
+    :func:`spilling_under` directory current at construction, else the system temp directory
+    (:func:`tempfile.gettempdir`: ``$TMPDIR``, else ``/tmp`` on Linux).
     """
 
     def __init__(self, parent: str | None) -> None:
-        self.parent = parent
+        self.parent = parent if parent is not None else SPILL_PARENT.get()
         self.directory: str | None = None
         self.written = 0
 

@@ -1,4 +1,6 @@
-"""Moving one partition group's join state between join instances (seed 003 §5.1, fig. 13).
+"""Moving one partition group's join state between join instances.
+
+See Liu & Rundensteiner (2005), §5.1, fig. 13.
 
 Distributed adaptation moves whole partition groups -- the stored tuples of every input for one
 partition id, with their statistics -- from the *sender* to the *receiver*, so that every later
@@ -130,7 +132,10 @@ def decode_group(data: bytes) -> GroupState:
 
 
 class GroupTransfer:
-    """The join's hooks for adaptation (seed 003 §4.3, §5.1): route, detach, install, push.
+    """The join's hooks for adaptation: route, detach, install, push.
+
+    Liu & Rundensteiner (2005), §4.3, §5.1.
+
 
     A mixin of :class:`~.join.Join`, which provides the attributes below.
     """

@@ -9,10 +9,10 @@ and end in one of three ways:
 * a closing operator (``sessionize``): the result is the sessions the ready bound closed;
 * a row operator: the result is rows, in the total order of the tuples that produced them.
 
-Every stage is a partitioned stateful operator of seed 002 §2: it sees each key's tuples in the
-total order and keeps state per key, so the pipeline over a partition group is the pipeline over
-each of its keys, and splitting the keys over partition groups, Spark tasks or workers cannot
-change a result. A :class:`Pipeline` has the contract of
+Every stage is a partitioned stateful operator of Prasaad et al. (2018), §2: it sees each key's
+tuples in the total order and keeps state per key, so the pipeline over a partition group is the
+pipeline over each of its keys, and splitting the keys over partition groups, Spark tasks or workers
+cannot change a result. A :class:`Pipeline` has the contract of
 :class:`~spark_stream_sched.runtime.window.aggregator.WindowAggregator` (``update(rows, bound)``,
 ``finish()``, ``snapshot()``/``restore()``), so the Spark source, the sink and the CLI run it
 exactly where they ran windows.

@@ -1,10 +1,10 @@
 """Built-in row operators delta, lag and where; importing it also registers running and dedup.
 
-Row operators are partitioned stateful operators (seed 002 §2.1) that return one row per input
-tuple they keep, in input order, with every input column followed by the columns they add
-(:mod:`~spark_stream_sched.runtime.keyed.base`). Each sees the tuples of a key in the total
-order ``(ts, input, seq)`` and carries per-key state across :meth:`update` calls, so the output
-never depends on how the rows were cut into calls.
+Row operators are partitioned stateful operators (Prasaad et al. 2018, §2.1) that return one row per
+input tuple they keep, in input order, with every input column followed by the columns they add
+(:mod:`~spark_stream_sched.runtime.keyed.base`). Each sees the tuples of a key in the total order
+``(ts, input, seq)`` and carries per-key state across :meth:`update` calls, so the output never
+depends on how the rows were cut into calls.
 
 ``delta(col) [as name]``
     ``col`` minus ``col`` of the key's previous tuple. The previous tuple is the previous one

@@ -1,8 +1,9 @@
 """``running(<aggregate>, ...)``: per-key running aggregates appended to every tuple.
 
 ``running(sum(kwh) as total, count(*) as n, first(x) as f, max(v))`` appends one column per
-aggregate holding its value over the key's tuples up to and including this one, in the total
-order ``(ts, input, seq)`` (a partitioned stateful operator, seed 002 §2.1). Every aggregate of
+aggregate holding its value over the key's tuples up to and including this one, in the total order
+``(ts, input, seq)`` (a partitioned stateful operator, Prasaad et al. (2018), §2.1). Every aggregate
+of
 :mod:`~spark_stream_sched.runtime.aggregates` is supported, with Spark SQL's null rules:
 ``count(col)``, ``sum``, ``avg``, ``min``, ``max`` skip nulls (``sum``/``avg``/``min``/``max``
 are null while the key has seen no non-null value); ``first``/``last`` take the value even when

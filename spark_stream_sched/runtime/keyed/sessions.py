@@ -1,11 +1,13 @@
-"""``sessionize(gap)``: session windows per key with a static gap (seed 002, TPCx-BB Q2/Q4).
+"""``sessionize(gap)``: session windows per key with a static gap.
 
-Seed 002 §1, §2.1 (partitioned stateful operators) and Table 1 name "clustering click-streams
-into sessions based on timeouts between two consecutive events" as the typical ordered operator
-(Q2: a click-session of a user with a 60-minute timeout; Q4: pages visited per session). The
-semantics are Spark's ``groupBy(keys, session_window(ts, gap))`` with a static gap (checked
-against pyspark 4.3 in ``tests/spark/test_sessions_vs_spark.py``), applied in the total order
-``(ts, input, seq)``::
+See Prasaad et al. (2018), TPCx-BB Q2/Q4.
+
+Prasaad et al. (2018), §1, §2.1 (partitioned stateful operators) and Table 1 name "clustering
+click-streams into sessions based on timeouts between two consecutive events" as the typical ordered
+operator (Q2: a click-session of a user with a 60-minute timeout; Q4: pages visited per session).
+The semantics are Spark's ``groupBy(keys, session_window(ts, gap))`` with a static gap (checked
+against pyspark 4.3 in ``tests/spark/test_sessions_vs_spark.py``), applied in the total order ``(ts,
+input, seq)``::
 
     gap = 5    ts:  1   3        9        14        20
     session A:      [1 ...... 8)                          3 <= 1+5 extends A; 9 > 3+5 opens B

@@ -1,6 +1,6 @@
 """``udf(package.module:function)``: a user function applied per key with JSON state.
 
-The user writes a partitioned stateful operator (seed 002 §2.1) as a plain function::
+The user writes a partitioned stateful operator (Prasaad et al. 2018, §2.1) as a plain function::
 
     from spark_stream_sched.runtime.keyed.user import keyed_function
 
@@ -31,7 +31,7 @@ and names it in a stage: ``udf(mypkg.alarms:alarms)``. Contract:
   operator returns, per output row, the ts, ``__input``, ``__seq`` and key columns of its
   producing tuple followed by the function's columns, sorted by the producing tuple's position
   in the total order (a call's rows keep their order), so outputs leave in the order of the
-  inputs that produced them (output ordering, seed 002 §3). It is a row operator
+  inputs that produced them (output ordering, Prasaad et al. (2018), §3). It is a row operator
   (``emits_rows``: its rows are in the total order and can feed later stages or a window), with
   one difference from the built-ins: it passes on only those columns, not every input column,
   and a tuple may produce zero or several rows. A function that attributes each output row to

@@ -1,7 +1,8 @@
 """Query plans: operator definitions, the operator DAG, paths, segments, statistics, capacities.
 
 Building a plan runs nothing; the scheduler and the executor read it. The vocabulary is that of
-seed 001 §2-§3 (operator path, segment, processing and memory release capacities).
+Jiang & Chakravarthy (2003), §2-§3 (operator path, segment, processing and memory release
+capacities).
 """
 
 from __future__ import annotations

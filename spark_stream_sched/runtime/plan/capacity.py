@@ -1,4 +1,6 @@
-"""Capacities of operators, operator paths and segments (seed 001 eqs 2.1-2.3, 3.1-3.2).
+"""Capacities of operators, operator paths and segments.
+
+See Jiang & Chakravarthy (2003), eqs 2.1-2.3, 3.1-3.2.
 
 All functions are pure: they read the current statistics and return floats, so a strategy can
 recompute them whenever :attr:`StatsTable.version` changes. Sizes are in memory units and

@@ -1,4 +1,6 @@
-"""The query plan: a validated DAG of operator definitions joined by queues (seed 001 §2).
+"""The query plan: a validated DAG of operator definitions joined by queues.
+
+See Jiang & Chakravarthy (2003), §2.
 
 Input streams are the source nodes; operators whose output no scheduled operator consumes are
 the roots (their output leaves the system, i.e. goes to the root node / application, which

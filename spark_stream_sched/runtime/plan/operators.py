@@ -5,9 +5,9 @@ or other operator ids) and kind-specific parameters. It may also carry the numbe
 needs (selectivity, processing capacity, tuple sizes); a real executor learns them instead
 (:mod:`spark_stream_sched.runtime.plan.stats`). Building definitions runs nothing.
 
-Vocabulary follows seed 001 §2: operators are joined by queues; the edge ``source -> target``
-is the queue that buffers the output of ``source`` (an operator or an input stream) as input
-of ``target``.
+Vocabulary follows Jiang & Chakravarthy (2003), §2: operators are joined by queues; the edge
+``source -> target`` is the queue that buffers the output of ``source`` (an operator or an input
+stream) as input of ``target``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class OperatorKind(enum.Enum):
 
     @property
     def stateless(self) -> bool:
-        """True for operators any number of workers may run at once (seed 002 §6)."""
+        """True for operators any number of workers may run at once (Prasaad et al. 2018, §6)."""
         return self in _STATELESS
 
 
@@ -55,7 +55,10 @@ _STATELESS = frozenset(
 
 
 class QueueId(NamedTuple):
-    """The queue on the edge ``source -> target`` (seed 001 §2: edge AB is queue AB)."""
+    """The queue on the edge ``source -> target``.
+
+    See Jiang & Chakravarthy (2003), §2: edge AB is queue AB.
+    """
 
     source: str
     target: str
@@ -122,7 +125,7 @@ class OperatorDef:
 
     @property
     def max_parallelism(self) -> int | None:
-        """Maximum number of workers at once (seed 002 §6); ``None`` means unbounded."""
+        """Maximum number of workers at once (Prasaad et al. 2018, §6); ``None`` means unbounded."""
         if self.kind.stateless:
             return None
         if self.kind is OperatorKind.KEYED:

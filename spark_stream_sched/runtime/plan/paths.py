@@ -1,4 +1,6 @@
-"""Operator paths: from a leaf operator up to a root, excluding source and root (seed 001 §2).
+"""Operator paths: from a leaf operator up to a root, excluding source and root.
+
+See Jiang & Chakravarthy (2003), §2.
 
 Each path starts at the queue from an input stream into a leaf operator. When an operator's
 output feeds several operators the plan branches and every branch is its own path; a join lies

@@ -1,4 +1,7 @@
-"""Operator segments (seed 001 §3.3) and Chain's lower-envelope priorities (Babcock et al.).
+"""Operator segments and Chain's lower-envelope priorities.
+
+Segments: Jiang & Chakravarthy (2003), §3.3; Chain: Babcock et al., as summarised there.
+
 
 * :func:`build_segments` -- the segment construction algorithm of §3.3: each operator path is
   cut into runs of consecutive operators whose memory release capacities (eq 2.1) satisfy

@@ -1,7 +1,8 @@
 """Per-operator statistics: processing cost per tuple, selectivity and tuple sizes.
 
-Seed 001 §2.1 assumes "the selectivity and the service time of an operator are known. Actually,
-they can be learned easily by collecting statistics information during the execution period".
+Jiang & Chakravarthy (2003), §2.1 assumes "the selectivity and the service time of an operator are
+known. Actually, they can be learned easily by collecting statistics information during the
+execution period".
 :class:`OperatorStats` supports both: give the numbers (the simulator does) or feed measurements
 with :meth:`OperatorStats.record` (the executor does) and read running averages. Every change bumps
 a version counter, so capacities derived from the statistics can be recomputed on demand.

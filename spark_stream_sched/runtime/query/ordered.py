@@ -1,9 +1,9 @@
-"""S-Merge followed by ordered window aggregation: the multiway aggregate of seed 004.
+"""S-Merge followed by ordered window aggregation: the multiway aggregate of Gulisano et al. (2016).
 
 :class:`OrderedAggregation` chains the Add / S-Merge stages (:class:`~.merge.SMerge`) and the
-Update / Output stages (:class:`~spark_stream_sched.runtime.window.WindowAggregator`) of seed 004
-§3, with an optional filter (``where``) on the merged rows between them: push tuples of any
-input in batches of any size, ``poll()`` returns the windows closed so far. The output depends
+Update / Output stages (:class:`~spark_stream_sched.runtime.window.WindowAggregator`) of Gulisano et
+al. (2016), §3, with an optional filter (``where``) on the merged rows between them: push tuples of
+any input in batches of any size, ``poll()`` returns the windows closed so far. The output depends
 only on the inputs, never on batch boundaries or the timing of pushes and polls.
 """
 

@@ -1,10 +1,11 @@
 """The query definition: one frozen, validated :class:`QuerySpec` for every front door.
 
 A spec says *what* a query computes — N inputs merged in the total order ``(ts, input, seq)``
-(S-Merge, seed 004 §4), an optional filter, epoch-aligned sliding windows with aggregates per
-key (W-Hive), the out-of-order policy and the number of partition groups that hold its state
-(seed 003) — and nothing about *how* it runs (paths, formats, scheduler, workers, batch sizes).
-Building a spec runs nothing (STYLE.md "Definition is separate from execution");
+(S-Merge, Gulisano et al. (2016), §4), an optional filter, epoch-aligned sliding windows with
+aggregates per key (the Window Hive of the same paper, §5.6), the out-of-order policy and the number
+of partition groups that hold its state (Liu & Rundensteiner 2005) — and nothing about *how* it runs
+(paths, formats, scheduler, workers, batch sizes). Building a spec runs nothing (definition is kept
+separate from execution);
 :meth:`QuerySpec.build` creates the runtime logic, optionally resumed from a snapshot.
 
 Thin parsers build specs from Spark source and sink options (:func:`spec_from_options`), the

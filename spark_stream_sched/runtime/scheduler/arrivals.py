@@ -4,9 +4,9 @@ File format (JSON)::
 
     {"s1": {"1": 1, "3": 1, "10": 1}, "s2": {"2": 1, "3": 1}}
 
-or, per stream, a list whose position is the time unit (``{"s1": [0, 1, 0, 1]}``). Counts may
-be fractional (the fluid model). Tuples arriving at time ``t`` can be processed from time unit
-``t + 1`` on (seed 001 Table 2: the tuple arriving at time 1 is still queued at time 1).
+or, per stream, a list whose position is the time unit (``{"s1": [0, 1, 0, 1]}``). Counts may be
+fractional (the fluid model). Tuples arriving at time ``t`` can be processed from time unit ``t +
+1`` on (Jiang & Chakravarthy 2003, Table 2: the tuple arriving at time 1 is still queued at time 1).
 """
 
 from __future__ import annotations

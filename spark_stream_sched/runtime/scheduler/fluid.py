@@ -1,4 +1,6 @@
-"""The fluid queue network of the papers' discrete-time model (seed 001 §2.2, Tables 1-2).
+"""The fluid queue network of the papers' discrete-time model.
+
+See Jiang & Chakravarthy (2003), §2.2, Tables 1-2.
 
 Queues hold fractional tuples in batches tagged with their arrival time (the time the external
 tuples they derive from entered the system). An operator with processing capacity ``c`` serves

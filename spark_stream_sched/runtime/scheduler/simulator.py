@@ -1,4 +1,4 @@
-"""Discrete-time simulator of a plan under a strategy: the papers' fluid model (DESIGN §4.1).
+"""Discrete-time simulator of a plan under a strategy: the papers' fluid model.
 
 Each step ``t = 1, 2, ...`` is one time unit:
 
@@ -9,8 +9,9 @@ Each step ``t = 1, 2, ...`` is one time unit:
 3. the step is recorded: total queue size, queue memory, tuples output in the step and their
    mean latency (output time ``t`` minus the arrival time of the tuples they derive from).
 
-This reproduces seed 001 Table 2 (FIFO and Chain on the plan of Table 1). With ``exact=True``
-all amounts are :class:`fractions.Fraction`, so results equal the paper's decimals exactly.
+This reproduces Jiang & Chakravarthy (2003), Table 2 (FIFO and Chain on the plan of Table 1). With
+``exact=True`` all amounts are :class:`fractions.Fraction`, so results equal the paper's decimals
+exactly.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _MAX_DECISIONS_PER_STEP = 100_000
 
 @dataclass(frozen=True)
 class StepRecord:
-    """What happened in one time unit (the columns of seed 001 Table 2)."""
+    """What happened in one time unit (the columns of Jiang & Chakravarthy (2003), Table 2)."""
 
     time: int
     arrivals: Amount
@@ -73,7 +74,10 @@ class SimulationTrace:
 
     @property
     def peak_memory(self) -> Amount:
-        """Return the largest queue memory seen at the end of a step (Theorem 3)."""
+        """Return the largest queue memory seen at the end of a step.
+
+        See Jiang & Chakravarthy (2003), Theorem 3: segment needs no more than Chain.
+        """
         return max((r.memory for r in self.records), default=Fraction(0))
 
 
@@ -96,7 +100,7 @@ class _Active:
 
 
 class Simulator:
-    """Run ``plan`` under ``strategy`` on ``arrivals`` (seed 001's fluid model).
+    """Run ``plan`` under ``strategy`` on ``arrivals`` (Jiang & Chakravarthy's (2003) fluid model).
 
     Parameters
     ----------

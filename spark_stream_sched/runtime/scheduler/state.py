@@ -79,7 +79,10 @@ class QueueSnapshot:
 
 
 class UnitKind(enum.Enum):
-    """What a strategy schedules: an operator, an operator path or a segment (seed 001 §3)."""
+    """What a strategy schedules: an operator, an operator path or a segment.
+
+    See Jiang & Chakravarthy (2003), §3.
+    """
 
     OPERATOR = "operator"
     PATH = "path"

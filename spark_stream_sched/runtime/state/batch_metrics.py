@@ -44,7 +44,10 @@ _PEAK = ("worker_rss_bytes",)
 #: Figures that add up over the parts (each task owns its partition groups).
 _SUMMED = ("rows_of_partition", "rows_released", "rows_pending", "windows_out", "state_bytes",
            "groups", "state_files_written", "state_files_unchanged", "state_bytes_written",
-           "state_cache_hits", "state_cache_misses")
+           "state_cache_hits", "state_cache_misses", "join_pushes", "join_pushed_bytes",
+           "join_held_pushed_bytes", "join_cleanups", "join_cleanup_results")
+#: Seconds that add up over the parts (a join's clean-up time in each task).
+_SUMMED_SECONDS = ("join_cleanup_seconds",)
 
 
 def metrics_dir(location: str) -> str:
@@ -96,6 +99,8 @@ def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) ->
         merged[key] = sum(int(p.get(key) or 0) for p in parts)
     for key in _PEAK:
         merged[key] = max((int(p[key]) for p in parts if p.get(key)), default=None)
+    for key in _SUMMED_SECONDS:
+        merged[key] = sum(float(p.get(key) or 0.0) for p in parts)
     merged["seconds"] = max(float(p.get("seconds") or 0.0) for p in parts)
     _merge_groups(parts, merged)
     executors = [p["executor"] for p in parts if p.get("executor")]
@@ -105,7 +110,7 @@ def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) ->
 
 
 def _merge_groups(parts: Sequence[dict[str, Any]], merged: dict[str, Any]) -> None:
-    """Per-group figures of distributed adaptation (seed 003 §5), when the parts have them.
+    """Per-group figures of distributed adaptation (Liu & Rundensteiner 2005, §5), if any.
 
     ``group_loads`` (group -> ``[P_s bytes, results, spilled]``, the distribution manager's
     input for the next batch), ``assignment`` (task -> the groups it ran), ``workers`` (task ->

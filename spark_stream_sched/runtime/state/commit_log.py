@@ -11,7 +11,7 @@ Under ``stateLocation`` (the whole layout: :mod:`~spark_stream_sched.runtime.eng
 The owner record (:mod:`~spark_stream_sched.runtime.state.owner`, one implementation for the
 source and the sink) is created once, exclusively, before the first output is written. Every
 commit checks it *before* anything is treated as a replay, so a reused or shared location fails
-with a message naming both queries instead of silently skipping batches (issue 12). Markers and
+with a message naming both queries instead of silently skipping batches. Markers and
 the owner record are checksummed JSON (:mod:`~spark_stream_sched.runtime.state.records`), every
 file is written with :func:`~spark_stream_sched.runtime.state.atomic.atomic_write`; a missing,
 truncated or corrupt one is a :class:`~spark_stream_sched.errors.StateError` naming it.

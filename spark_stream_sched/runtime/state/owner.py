@@ -25,7 +25,8 @@ the query that wrote it. A location whose record holds token ``T`` accepts only 
 carry ``T``; an ``initialOffset`` on a location that has already planned a batch
 (``confirmed``) is a second query. Until the first batch is planned the location holds no state,
 and a fresh query may take it over (this is also how the first query restarts when it died
-before Spark logged its first offset).
+before Spark logged its first offset; when it died after that but before the batch was
+planned, its restart takes the logged offset's token back: :func:`check_token`).
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def claim_fresh(location: str) -> str:
     return str(mine["token"])
 
 
-def check_token(location: str, token: str | None, planned: bool) -> str:
+def check_token(location: str, token: str | None, planned: bool,
+                claimed: str | None = None) -> str:
     """Check the token of an offset Spark handed back; return the location's token.
 
     ``token`` None is an offset of an earlier release: a location without a record adopts its
@@ -186,6 +188,14 @@ def check_token(location: str, token: str | None, planned: bool) -> str:
     for a batch it now runs (``partitions()``), which confirms the record: from then on only
     this token's offsets are accepted and a fresh checkpoint is refused. Called on the driver,
     under the location's lock.
+
+    ``claimed``: the token this driver process drew with :func:`claim_fresh`, if any. A query
+    that died after Spark logged its first offset but before that batch was planned restarts
+    with that offset *and* an ``initialOffset`` call (batch 0 starts there), which drew a new
+    token: the record holds ``claimed``, unconfirmed, and the logged offset carries the
+    token of the query's first run. That offset comes from this query's own checkpoint, so
+    the record takes its token. Had another query claimed the location since, the record
+    would hold that query's token, not ``claimed``, and the offset is refused.
 
     Raises
     ------
@@ -199,6 +209,10 @@ def check_token(location: str, token: str | None, planned: bool) -> str:
         return str(mine["token"])
     if owner is None:
         return str(check_owner(location, SOURCE, {"token": token})["token"])  # refuses
+    if (token is not None and token != owner["token"] and owner["token"] == claimed
+            and not owner.get("confirmed")):
+        owner = {**owner, "token": token}  # this query's first run logged it (docstring)
+        replace_owner(location, SOURCE, owner)
     if token != owner["token"] and not (token is None and owner.get("adopted")):
         offsets = ("offsets of an earlier release, without an owner token" if token is None
                    else f"checkpoint offsets that carry owner token {token}")

@@ -1,4 +1,7 @@
-"""Ordered window aggregation (seed 004 W-Hive): epoch-aligned sliding windows over panes.
+"""Ordered window aggregation: epoch-aligned sliding windows over panes.
+
+The Window Hive (W-Hive) of Gulisano et al. (2016), §4, §5.6.
+
 
 * :mod:`.spec` — :class:`WindowSpec`: size, slide, the pane of ``gcd(size, slide)`` and the
   window/pane arithmetic (window ``k`` covers ``[k*S, k*S + W)``).

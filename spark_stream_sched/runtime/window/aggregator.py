@@ -1,4 +1,6 @@
-"""Ordered window aggregation over released tuples (seed 004 §3 Update/Output stages, W-Hive).
+"""Ordered window aggregation over released tuples.
+
+The Update and Output stages of Gulisano et al. (2016), §3; their Window Hive, §5.6.
 
 :class:`WindowAggregator` receives tuples already in the total order ``(ts, input, seq)``
 together with the ready bound ``R`` and emits each ``(window, key)`` result exactly once, when

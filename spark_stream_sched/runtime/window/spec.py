@@ -1,10 +1,10 @@
 """Window specifications: epoch-aligned time-based sliding windows and their panes.
 
 Window ``k`` covers ``[k*S, k*S + W)`` for size ``W`` and slide ``S`` (tumbling when ``S == W``),
-aligned to the epoch as in seed 004 §2. Time is cut into *panes* of ``P = gcd(W, S)``
+aligned to the epoch as in Gulisano et al. (2016), §2. Time is cut into *panes* of ``P = gcd(W, S)``
 milliseconds: every window is the union of ``W/P`` consecutive panes and every tuple falls in
 exactly one pane, so per-pane partial aggregates computed once can be combined into each window
-(the winset of seed 004 §2 is the set of windows of one ``k``).
+(the winset of Gulisano et al. (2016), §2 is the set of windows of one ``k``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The distribution manager and its recorded assignments (seed 003 §5-§6; pure: no JVM).
+"""The distribution manager and its recorded assignments.
+
+See Liu & Rundensteiner (2005), §5-§6; pure: no JVM.
 
 The next batch's group -> task assignment is a function of the previous record and the previous
 batch's recorded group metrics only: the same files always give the same assignment (any order

@@ -1,4 +1,4 @@
-"""The distributed-adaptation planner follows seed 003 §5-§6 for any loads.
+"""The distributed-adaptation planner follows Liu & Rundensteiner (2005), §5-§6 for any loads.
 
 Properties (Hypothesis) over random groups, tasks, budgets, thresholds and rates:
 

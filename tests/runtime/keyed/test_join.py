@@ -1,6 +1,7 @@
 """``join(N, within=W)`` equals the batch oracle for any input, cut, bound, budget and restart.
 
-The properties (seed 003 §4.2: "produce all missing results ... while prevent duplicates"):
+The properties (Liu & Rundensteiner 2005, §4.2: "produce all missing results ... while prevent
+duplicates"):
 
 * the sequence of results equals :func:`reference_join` exactly, in order, whatever the budget
   -- from ``0`` bytes (every group is pushed after every update, so most results come from
@@ -237,7 +238,8 @@ def test_a_group_pushed_after_every_update_still_cleans_up_and_releases(spill_ro
 
 
 def test_unordered_join_emits_clean_up_results_late(spill_root) -> None:
-    # The same rows with ordered=False (seed 003's behaviour, used by the adaptation bench).
+    # The same rows with ordered=False (Liu & Rundensteiner's (2005) behaviour, used by the
+    # adaptation bench).
     rows = table([(0, 0, "a"), (1, 1, "a"), (3, 0, "a"), (4, 1, "a")])
     op = Join(stage(2, 5), SCHEMA, ["k"], "ts", memory_budget=0, spill_dir=spill_root,
               ordered=False)

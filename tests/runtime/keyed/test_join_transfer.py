@@ -53,8 +53,8 @@ def is_subsequence(part: list[str], whole: list[str]) -> bool:
 @given(st.integers(2, 3), st.sampled_from([None, 3, 40]), st.sampled_from([None, 0, 500]),
        st.booleans(), st.data())
 def test_moving_groups_mid_stream_equals_the_oracle(n, within, budget, ordered, data) -> None:
-    # Unordered joins (seed 003) move any group; ordered ones only groups with nothing on disk
-    # (as lazy-disk does), and then each instance's output keeps the oracle's order.
+    # Unordered joins (Liu & Rundensteiner 2005) move any group; ordered ones only groups with
+    # nothing on disk (as lazy-disk does), and then each instance's output keeps the oracle's order.
     rows = data.draw(join_rows(n, 36))
     cuts, bounds, _ = data.draw(chunking(rows))
     owner = data.draw(st.lists(st.integers(0, 1), min_size=GROUPS, max_size=GROUPS))

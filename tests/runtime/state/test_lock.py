@@ -1,5 +1,5 @@
 """One lock class for every state location: the source holds it for the query's life, the sink
-for one commit (issue 12, defect 6; issue 7 item 4). Pure: no JVM.
+for one commit (two reported defects). Pure: no JVM.
 """
 
 from __future__ import annotations

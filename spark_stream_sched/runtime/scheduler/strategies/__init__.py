@@ -1,16 +1,19 @@
 """Scheduling strategies by name, and the registry :func:`get_strategy`.
 
+The "source" column gives sections of Jiang & Chakravarthy (2003) (J&C) and Prasaad et al.
+(2018) (PRR); docs/references.md has the full titles.
+
 =====================  ======================================================  ==============
 name                   what it schedules / priority                            source
 =====================  ======================================================  ==============
-``fifo``               oldest batch, operator by operator up its path          seed 001 §2.2
+``fifo``               oldest batch, operator by operator up its path          J&C §2.2
 ``round_robin``        operators in turn, one quantum each                     baseline
-``chain``              operator; steepest lower-envelope slope                 seed 001 §2.2
-``path_capacity``      operator path; path processing capacity (eq 2.2)        seed 001 §3.1
-``segment``            segment; segment memory release capacity (eq 3.2)       seed 001 §3.3
-``simplified_segment`` at most two segments per path (gamma = 3/4)             seed 001 §3.3
-``threshold``          path capacity / simplified segment by memory (3.3)      seed 001 §3.4
-``qst`` ``lp`` ``et``  multicore heuristics (eqs 1-3)                          seed 002 §6
+``chain``              operator; steepest lower-envelope slope                 J&C §2.2
+``path_capacity``      operator path; path processing capacity (eq 2.2)        J&C §3.1
+``segment``            segment; segment memory release capacity (eq 3.2)       J&C §3.3
+``simplified_segment`` at most two segments per path (gamma = 3/4)             J&C §3.3
+``threshold``          path capacity / simplified segment by memory (3.3)      J&C §3.4
+``qst`` ``lp`` ``et``  multicore heuristics (eqs 1-3)                          PRR §6
 ``ct``
 =====================  ======================================================  ==============
 """

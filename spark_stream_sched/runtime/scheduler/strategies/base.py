@@ -1,17 +1,19 @@
 """The strategy interface and the shared priority machinery.
 
-A :class:`Strategy` is a deterministic object: bound to a plan and its statistics, it turns
-a :class:`QueueView` into a :class:`Decision` (seed 001 §3: "schedule a single time unit for the
-unit with the highest priority ... if there are multiple such units, select the one with the
-oldest tuple"). Shared options:
+A :class:`Strategy` is a deterministic object: bound to a plan and its statistics, it turns a
+:class:`QueueView` into a :class:`Decision` (Jiang & Chakravarthy 2003, §3: "schedule a single time
+unit for the unit with the highest priority ... if there are multiple such units, select the one
+with the oldest tuple"). Shared options:
 
-* service discipline (seed 001 §3.1-3.2): ``preemptive`` (default) is the papers' rule -- serve
+* service discipline (Jiang & Chakravarthy 2003, §3.1-3.2): ``preemptive`` (default) is the
+  papers' rule -- serve
   the chosen unit "until its input queue is empty or there exists [a unit] which has non-null
   input queue and a bigger [priority]": decisions last at most ``quantum`` and the runner may
   end them at every scheduling point (each time unit in the simulator) to decide again;
   ``limited`` grants exactly one quantum (``quantum`` time units, at most ``quantum_tuples``
   tuples) without preemption; ``exhaustive`` keeps serving the chosen unit until it has no work;
-* starvation avoidance (seed 001 §4.2): ``oldest`` schedules the unit holding the oldest tuple
+* starvation avoidance (Jiang & Chakravarthy 2003, §4.2): ``oldest`` schedules the unit holding
+  the oldest tuple
   every ``starvation_period``-th decision; ``dynamic`` multiplies a capacity priority by
   ``tau_i * Q_i`` (normalised age of the oldest tuple and normalised queue size).
 """
@@ -39,7 +41,8 @@ class Strategy(ABC):
     Parameters
     ----------
     service
-        ``"preemptive"`` (default), ``"limited"`` or ``"exhaustive"`` (seed 001 §3.2).
+        ``"preemptive"`` (default), ``"limited"`` or ``"exhaustive"`` (Jiang & Chakravarthy 2003,
+        §3.2).
     quantum
         Time budget of one limited-service decision (time units / seconds), > 0.
     quantum_tuples
@@ -51,9 +54,9 @@ class Strategy(ABC):
 
     Notes
     -----
-    Call :meth:`bind` before :meth:`decide`; binding resets all run state, so the same inputs
-    give the same decisions. Every decision must be answered by :meth:`release` (a worker
-    count per operator limits operators of bounded parallelism, seed 002 §6). Not thread-safe:
+    Call :meth:`bind` before :meth:`decide`; binding resets all run state, so the same inputs give
+    the same decisions. Every decision must be answered by :meth:`release` (a worker count per
+    operator limits operators of bounded parallelism, Prasaad et al. (2018), §6). Not thread-safe:
     an executor calls it under its scheduler lock.
     """
 
@@ -230,7 +233,10 @@ def _age_key(unit: ScheduleUnit, view: QueueView) -> tuple[float, int]:
 def _dynamic(
     prio: dict[int, float], candidates: list[ScheduleUnit], view: QueueView
 ) -> dict[int, float]:
-    """Seed 001 §4.2: ``C_i * tau_i * Q_i`` with age and queue size normalised by their max."""
+    """``C_i * tau_i * Q_i``, age and queue size normalised by their max.
+
+    Jiang & Chakravarthy (2003), §4.2.
+    """
     ages = {u.index: view.now - oldest_time(u, view) for u in candidates}
     sizes = {u.index: float(sum(view.size(q) for q in u.queues)) for u in candidates}
     max_age = max(ages.values())

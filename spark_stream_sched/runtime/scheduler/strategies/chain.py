@@ -1,4 +1,4 @@
-"""Chain (Babcock et al., as summarised in seed 001 §2.2).
+"""Chain (Babcock et al., as summarised in Jiang & Chakravarthy (2003), §2.2).
 
 "At any time, consider all tuples that are currently in the system; of these, schedule a single
 time unit for the tuple that lies on the segment with the steepest slope in its lowest envelope

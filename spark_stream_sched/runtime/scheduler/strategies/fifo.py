@@ -1,4 +1,4 @@
-"""FIFO and round-robin: the baselines of seed 001 §2.2.
+"""FIFO and round-robin: the baselines of Jiang & Chakravarthy (2003), §2.2.
 
 FIFO: "Tuples are processed in the order of their arrival. Once a tuple is scheduled, it is
 processed by the operators along its operator path until it is consumed by an intermediate

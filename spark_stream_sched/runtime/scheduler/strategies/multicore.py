@@ -1,4 +1,4 @@
-"""Multicore scheduling heuristics of seed 002 §6: QST, LP, ET and CT.
+"""Multicore scheduling heuristics of Prasaad et al. (2018), §6: QST, LP, ET and CT.
 
 Operators are the units. A worker allotted to an operator runs it for a constant time slice
 ``s`` (the ``quantum`` option). An operator is schedulable while fewer workers than its maximum
@@ -39,7 +39,7 @@ class _OperatorHeuristic(Strategy):
 
 
 class QueueSizeThrottlingStrategy(_OperatorHeuristic):
-    """QST (seed 002 §6.1, eq 1): earliest operator whose output queue is below ``T_i``.
+    """QST (Prasaad et al. 2018, §6.1, eq 1): earliest operator whose output queue is below ``T_i``.
 
     ``T_i = C * cs_i / sum_j cs_j``. When every operator with work is throttled, the latest one
     in the pipeline runs (so the pipeline drains instead of idling).
@@ -75,7 +75,7 @@ class QueueSizeThrottlingStrategy(_OperatorHeuristic):
 
 
 class LastInPipelineStrategy(_OperatorHeuristic):
-    """LP (seed 002 §6.2): the latest operator in the pipeline with a non-empty worklist.
+    """LP (Prasaad et al. 2018, §6.2): the latest operator in the pipeline with a non-empty queue.
 
     Parameters
     ----------
@@ -97,7 +97,7 @@ class LastInPipelineStrategy(_OperatorHeuristic):
 
 
 class EstimatedTimeStrategy(_OperatorHeuristic):
-    """ET (seed 002 §6.3, eq 2): highest ``p_i = I_i * c_i / (w_i + 1)``."""
+    """ET (Prasaad et al. 2018, §6.3, eq 2): highest ``p_i = I_i * c_i / (w_i + 1)``."""
 
     name = "et"
 
@@ -109,7 +109,7 @@ class EstimatedTimeStrategy(_OperatorHeuristic):
 
 
 class CurrentThroughputStrategy(_OperatorHeuristic):
-    """CT (seed 002 §6.4, eq 3): lowest ``n_i = (T_i^w + w_i * s) / (c_i * cs_i)``.
+    """CT (Prasaad et al. 2018, §6.4, eq 3): lowest ``n_i = (T_i^w + w_i * s) / (c_i * cs_i)``.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The path capacity strategy (seed 001 §3.1, Theorems 1 and 2).
+"""The path capacity strategy (Jiang & Chakravarthy 2003, §3.1, Theorems 1 and 2).
 
 "At any time instant, consider all the operator paths that have input tuples waiting in their
 queues in the system, schedule a single time unit for the operator path with a maximal

@@ -1,4 +1,8 @@
-"""The segment and simplified segment strategies (seed 001 §3.3, Theorem 3).
+"""The segment and simplified segment strategies.
+
+Jiang & Chakravarthy (2003), §3.3; their Theorem 3: segment scheduling never needs more memory
+than Chain.
+
 
 "At any time instant, consider all the operator segments that have input tuples waiting in its
 input queue; schedule a single time unit for the operator segment which has a maximal memory

@@ -1,4 +1,4 @@
-"""The threshold strategy (seed 001 §3.4, formula 3.3).
+"""The threshold strategy (Jiang & Chakravarthy 2003, §3.4, formula 3.3).
 
 A hybrid: the path capacity strategy (normal mode, best tuple latency) while the queue memory is
 low, the simplified segment strategy (memory saving mode) from the moment the current total

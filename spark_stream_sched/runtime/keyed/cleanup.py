@@ -54,6 +54,7 @@ from spark_stream_sched.runtime.keyed.join_state import (
     PartitionGroup,
     SpillStore,
     arrow_bytes,
+    release_unused,
 )
 
 #: Most key slices per clean-up of a group (each reads the group's generations once more).
@@ -116,6 +117,8 @@ def clean_up_group(group: PartitionGroup, spill: SpillStore, schema: pa.Schema, 
         group.produced += len(found)
         counts.cleanup_results += len(found)
         emit(universe, found)
+        del universe, found
+        release_unused()
     for generation in group.generations[:closed]:
         spill.delete(generation)
     group.generations = group.generations[closed:]

@@ -53,6 +53,8 @@ from spark_stream_sched.runtime.keyed.join_state import SizedTable, SpillStore, 
 HELD_KIND = "keyed.join.held"
 #: Rows per run written by :meth:`HeldResults.push` unless the join says otherwise.
 PIECE_ROWS = 16_384
+#: Fewest rows per run, whatever the budget (:func:`piece_rows`).
+MIN_PIECE_ROWS = 64
 #: Most batches of runs the final merge reads from at once (:meth:`HeldResults.drain`).
 FAN_IN = 16
 
@@ -254,10 +256,12 @@ def piece_rows(budget: int | None, output: pa.Schema, n_inputs: int) -> int:
     """Rows per run of held results: about ``budget / FAN_IN`` bytes (None: :data:`PIECE_ROWS`).
 
     A row's bytes are estimated from ``output``'s fixed widths (16 for other types) plus the
-    order keys; never fewer than 16 rows.
+    order keys; never fewer than :data:`MIN_PIECE_ROWS` rows (a tiny budget would otherwise
+    write a file per few rows and merge them for minutes: the runs a merge holds then exceed
+    the budget by at most ``FAN_IN`` such runs).
     """
     if budget is None:
         return PIECE_ROWS
     width = sum(f.type.bit_width // 8 if pa.types.is_primitive(f.type) else 16 for f in output)
     row = width + 8 * (1 + n_inputs)
-    return max(16, budget // FAN_IN // row)
+    return max(MIN_PIECE_ROWS, budget // FAN_IN // row)

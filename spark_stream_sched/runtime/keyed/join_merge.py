@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.runtime.keyed.join_state import arrow_bytes
+from spark_stream_sched.runtime.keyed.join_state import arrow_bytes, release_unused
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 
 #: Hidden column: the completing tuple's event time in ms.
@@ -69,6 +69,7 @@ def merge(parts: list[Part], n_inputs: int, output: list[str],
         if due.num_rows:
             yield due.select(output).take(order_of(due, n_inputs))
         del due
+        release_unused()
         while pending and pending[0].min_ms == below:
             loaded.append(pending.popleft().load())
         note(sum(arrow_bytes(t) for t in loaded))

@@ -30,6 +30,8 @@ longer than ``theta_t`` (event time), oldest ``T_u`` first, then the least produ
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import math
 import os
 import tempfile
@@ -107,6 +109,33 @@ class JoinCounts:
     cleanup_universe_bytes: int = 0
     peak_bytes: int = 0
     cleanup_seconds: float = 0.0
+
+
+def _libc() -> ctypes.CDLL | None:
+    """The C library when it has glibc's ``malloc_trim`` (None elsewhere: musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None
+
+
+_LIBC = _libc()
+
+
+def release_unused() -> None:
+    """Hand the memory freed by Arrow's pool and by ``malloc`` back to the operating system.
+
+    Arrow's default pool (mimalloc in pyarrow 26's Linux wheels) and glibc's ``malloc``
+    (NumPy's arrays) keep freed pages for reuse. The join calls this after each step that
+    dropped up to a budget's worth of tables (a clean-up slice, a step of the final merge), so
+    that the RSS at the end of input stays near the normal run's rather than growing with
+    what the clean-up read back (docs/adaptation.md, "Memory of a budgeted join"). It changes
+    no result; without ``malloc_trim`` only Arrow's pool is asked.
+    """
+    pa.default_memory_pool().release_unused()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def arrow_bytes(table: pa.Table) -> int:

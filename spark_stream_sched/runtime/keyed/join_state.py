@@ -34,7 +34,9 @@ import ctypes
 import ctypes.util
 import math
 import os
+import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -267,12 +269,20 @@ class SpillStore:
     under ``parent``, created if needed) and removed by :meth:`close`. ``parent`` None takes the
     :func:`spilling_under` directory current at construction, else the system temp directory
     (:func:`tempfile.gettempdir`: ``$TMPDIR``, else ``/tmp`` on Linux).
+
+    **Owner and deletion rule.** The directory and every file in it belong to this store alone
+    (a snapshot folds the files in, a restore or a group's move writes its own): when the store
+    is garbage-collected -- the operator a micro-batch restored and snapshotted again, a query's
+    pipeline at its end; a join refers to itself, so Python's cyclic collector frees it -- or
+    the process exits normally, the directory is removed with what it still holds. A process killed by a signal leaves its directory behind; it is named
+    ``join-spill-*`` under ``parent`` (option ``spillLocation``).
     """
 
     def __init__(self, parent: str | None) -> None:
         self.parent = parent if parent is not None else SPILL_PARENT.get()
         self.directory: str | None = None
         self.written = 0
+        self._remove: weakref.finalize | None = None
 
     def write(self, gid: int, table: pa.Table, max_ms: int, floor: int | None = None
               ) -> Generation:
@@ -294,6 +304,7 @@ class SpillStore:
                 self.directory = tempfile.mkdtemp(prefix="join-spill-", dir=self.parent)
             except OSError as exc:
                 raise spill_error(self.parent or tempfile.gettempdir(), exc) from exc
+            self._remove = weakref.finalize(self, shutil.rmtree, self.directory, True)
         path = os.path.join(self.directory, f"{name}-{self.written:06d}.arrow")
         write_snapshot(path, kind, meta, {"tuples": table}, sync_dir=False)
         self.written += 1
@@ -319,11 +330,11 @@ class SpillStore:
             os.unlink(generation if isinstance(generation, str) else generation.path)
 
     def close(self) -> None:
-        """Remove the (empty) spill directory."""
-        if self.directory is not None:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.directory)
-            self.directory = None
+        """Remove the spill directory and every file still in it."""
+        if self._remove is not None:
+            self._remove()  # shutil.rmtree(directory, ignore_errors=True), once
+            self._remove = None
+        self.directory = None
 
 
 def drop_generations(groups: list[PartitionGroup], spill: SpillStore) -> None:

@@ -48,9 +48,10 @@ merged with the clean-up results: the concatenated output equals the oracle's, i
 following stage gets the ready bound :meth:`Join.output_bound` (``min(R, H)``).
 ``ordered=False`` is Liu & Rundensteiner's (2005) behaviour (the adaptation bench): clean-up
 results leave late. Either way the output is the same on every run, restored or not. At the
-end of input, :meth:`Join.finish_parts` hands the results out in order, part by part, merging
-the buffer's runs on disk (:mod:`~spark_stream_sched.runtime.keyed.join_merge`), and :meth:`Join.finish`
-returns the same parts as one table; ``stats["peak_bytes"]`` is the most the join held.
+end of input, :meth:`Join.finish_parts` hands the results out in order, part by part,
+merging the buffer's runs on disk (:mod:`~spark_stream_sched.runtime.keyed.join_merge`), and
+:meth:`Join.finish` returns the same parts as one table; ``stats["peak_bytes"]`` is the most
+the join held.
 
 **Snapshots** are self-contained, spilled state folded in (:mod:`.join_snapshot`).
 """

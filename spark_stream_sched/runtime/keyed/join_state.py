@@ -37,7 +37,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -274,15 +274,16 @@ class SpillStore:
     (a snapshot folds the files in, a restore or a group's move writes its own): when the store
     is garbage-collected -- the operator a micro-batch restored and snapshotted again, a query's
     pipeline at its end; a join refers to itself, so Python's cyclic collector frees it -- or
-    the process exits normally, the directory is removed with what it still holds. A process killed by a signal leaves its directory behind; it is named
-    ``join-spill-*`` under ``parent`` (option ``spillLocation``).
+    the process exits normally, the directory is removed with what it still holds. A process
+    killed by a signal leaves its directory behind; it is named ``join-spill-*`` under
+    ``parent`` (option ``spillLocation``).
     """
 
     def __init__(self, parent: str | None) -> None:
         self.parent = parent if parent is not None else SPILL_PARENT.get()
         self.directory: str | None = None
         self.written = 0
-        self._remove: weakref.finalize | None = None
+        self._remove: Callable[[], Any] | None = None  # a weakref.finalize
 
     def write(self, gid: int, table: pa.Table, max_ms: int, floor: int | None = None
               ) -> Generation:

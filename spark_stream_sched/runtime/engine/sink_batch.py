@@ -40,6 +40,7 @@ from spark_stream_sched.runtime.engine.sink_rows import (
     refuse_finished,
 )
 from spark_stream_sched.runtime.merge import ready_bound
+from spark_stream_sched.runtime.packets import EVENT_TIME_MIN
 from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.store import BatchStore, Entry, StateStore
@@ -169,8 +170,14 @@ def sink_hold(config: SinkConfig, previous: Previous,
     The least ``H`` the previous version recorded; with a join that pushes state itself (a
     ``budget``), also the previous ``R``: a task pushes at its own bound, which is at least the
     previous ``R`` but may be below the batch's, so a batch releases only what the previous one
-    could have (its windows leave one batch later).
+    could have (its windows leave one batch later). Before the first ``R`` the previous batch
+    released nothing, so neither does this one: the hold is :data:`~..packets.EVENT_TIME_MIN`
+    (before, it was None -- no hold -- and a group the driver ran released windows up to ``R``
+    while a task had pushed another group's state at a lower bound of its own; the next batch's
+    hold then sent that window's bound back).
     """
+    if spills_itself(config.spec) and previous.bound is None:
+        return EVENT_TIME_MIN
     return query_hold(start or {}, previous.bound, spills_itself(config.spec))
 
 

@@ -138,7 +138,7 @@ def key_slices(group: PartitionGroup, spill: SpillStore, schema: pa.Schema,
     more than :data:`MAX_SLICES` (each slice reads the generations again: a tiny budget must not
     read them once per key); the tuples of one hash are never cut.
     """
-    uniques, rows, bytes_ = [], [], 0
+    uniques, rows = [], []
     for table in (*(spill.read(g, schema) for g in group.generations), group.memory):
         hashes, count = np.unique(column(table, KEY, np.uint64), return_counts=True)
         uniques.append(hashes)

@@ -62,8 +62,8 @@ logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 #: Every engine, in the order of the tables.
-ENGINES = ("native", "native-minby", "ordered-agg", "transform", "ordered-agg-sink",
-           "ordered-agg-sink-unpartitioned", *FLOORS)
+ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-tasks", "transform",
+           "ordered-agg-sink", "ordered-agg-sink-unpartitioned", *FLOORS)
 #: ``(engine, workload, output directory, files per input per batch, floor) -> record``.
 RunEngine = Callable[[str, Workload, Path, int, Floor | None], Record]
 
@@ -266,10 +266,24 @@ def sink_counters(records: Sequence[Record]) -> Record:
             "finish_cpu_s": round(sum(r["finish_cpu_s"] for r in records) / runs, 3)}
 
 
+#: The source's engines: their driver-side Python is compared with the precomputed floor's.
+SOURCE_ENGINES = ("ordered-agg", "ordered-agg-tasks")
+
+
 def with_ratios(results: list[Record]) -> list[Record]:
-    """Add each engine's median over native's and the floors' medians of the same case."""
+    """Add each engine's median over native's and the floors' medians of the same case.
+
+    ``driver_marginal_per_m_rows_s`` (the source's engines): the driver's Python CPU less the
+    precomputed floor's (process start, imports, offsets: a Python source that reads no row),
+    per million input rows: what the driver spends on the rows themselves.
+    """
     median = {r["engine"]: r["seconds_median"] for r in results}
+    floor_driver = next((r.get("cpu_driver_s") for r in results
+                         if r["engine"] == "floor-precomputed"), None)
     for r in results:
+        if r["engine"] in SOURCE_ENGINES and floor_driver is not None and "cpu_driver_s" in r:
+            r["driver_marginal_per_m_rows_s"] = round(
+                (r["cpu_driver_s"] - floor_driver) / (r["rows"] / 1e6), 3)
         r.update(x_floor=ratio(r["seconds_median"], median.get("floor-precomputed")),
                  x_empty_floor=ratio(r["seconds_median"], median.get("floor-empty")),
                  x_python_floor=ratio(r["seconds_median"], median.get("floor-python")),

@@ -11,6 +11,8 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   by a position built from Spark's own file metadata, right on ties (the files' names sort in
   stream order). It is the honest native peer of an ordered first value;
 * **ordered-agg**: the source, ``spark.readStream.format("ordered-agg")`` over the N directories;
+  **ordered-agg-tasks** the same with ``splitRows=tasks`` (each task reads the batch's rows,
+  the driver only their timestamps);
 * **transform**: ``ordered(...)`` over the N file streams -> ``window`` -> ``agg``
   (``transformWithStateInPandas``, RocksDB state) into Spark's Parquet sink;
 * **ordered-agg-sink**: the native union of N file streams through
@@ -60,7 +62,7 @@ __all__ = ["LONG_ENGINES", "reference_windows", "run_engine", "true_windows"]
 
 #: Engines of the long-stream case (native would take minutes per run there). It runs the
 #: source with its own batch sizing, which the file streams of the input floors cannot follow.
-LONG_ENGINES = ("ordered-agg", *SOURCE_FLOORS)
+LONG_ENGINES = ("ordered-agg", "ordered-agg-tasks", *SOURCE_FLOORS)
 Record = dict[str, Any]
 
 
@@ -85,8 +87,9 @@ def _run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
                 floor: Floor | None) -> Record:
     if engine in ("native", "native-minby"):
         return run_native(spark, work, out, files, minby=engine == "native-minby")
-    if engine == "ordered-agg":
-        return run_ordered(spark, work, out, work.max_records(files) if files else None)
+    if engine in ("ordered-agg", "ordered-agg-tasks"):
+        return run_ordered(spark, work, out, work.max_records(files) if files else None,
+                           "tasks" if engine == "ordered-agg-tasks" else "driver")
     if engine == "transform":
         return run_transform(spark, work, out, files)
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
@@ -171,12 +174,17 @@ def _native_inputs(spark: Any, work: Workload, files: int, minby: bool) -> Any:
     return reduce(DataFrame.unionByName, streams)
 
 
-def run_ordered(spark: Any, work: Workload, out: Path, max_records: int | None) -> Record:
-    """``readStream.format("ordered-agg")`` into Parquet (None: the default sizing)."""
+def run_ordered(spark: Any, work: Workload, out: Path, max_records: int | None,
+                split_rows: str = "driver") -> Record:
+    """``readStream.format("ordered-agg")`` into Parquet (None: the default sizing).
+
+    ``split_rows``: the source's option ``splitRows`` (where a batch's rows are read and split).
+    """
     from spark_stream_sched.spark import register
 
     register(spark)
-    options = {**source_options(work, max_records), "stateLocation": str(out / "state")}
+    options = {**source_options(work, max_records), "stateLocation": str(out / "state"),
+               "splitRows": split_rows}
     frame = spark.readStream.format("ordered-agg").options(**options).load()
     return {"seconds": _run_query(_to_parquet(frame, out))}
 

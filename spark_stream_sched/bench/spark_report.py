@@ -22,8 +22,9 @@ CPU = (("engine", "engine"), ("cpu_total_s", "all s"), ("cpu_tasks_s", "tasks py
        ("cpu_commit_s", "commit py s"), ("cpu_driver_s", "other driver py s"),
        ("cpu_jvm_s", "jvm s"), ("cpu_jvm_tasks_s", "jvm tasks s"),
        ("cpu_jvm_driver_s", "jvm driver s"), ("cpu_jvm_runtime_s", "jvm jit+gc s"),
-       ("proc_driver_share_pct", "driver % of py"), ("task_s", "Spark task s"),
-       ("shuffle_bytes_per_row", "shuffle B/row"),
+       ("proc_driver_share_pct", "driver % of py"),
+       ("driver_marginal_per_m_rows_s", "driver - floor's py s/M rows"),
+       ("task_s", "Spark task s"), ("shuffle_bytes_per_row", "shuffle B/row"),
        ("sink_driver_cpu_s", "marker driver s"),
        ("sink_tasks_cpu_s", "marker tasks s"), ("sink_driver_share_pct", "marker driver %"),
        ("groups_on_driver", "groups on driver"), ("rows_on_driver", "rows on driver"),
@@ -64,8 +65,9 @@ def format_results(results: Sequence[Record]) -> str:
                   "CPU s per run (mean of the timed runs; processes by role from /proc, lower "
                   "bounds; all = JVM + Python; marker = the sink's commit markers; Spark task "
                   "s = seconds the tasks held executor cores, from Spark's task metrics, median; "
-                  "case main):",
-                  format_table([r for r in timed if r["case"] == "main"], CPU)]
+                  "driver - floor's = the source's driver-side Python CPU less the precomputed "
+                  "floor's, per million rows):",
+                  format_table(timed, (("case", "case"), *CPU))]
     if cores:
         parts += ["", f"Scaling with executor cores (each master in its own process, same "
                   f"files, {cores[0]['runs']} timed runs after {cores[0]['warmup']} warm-up, "

@@ -15,9 +15,10 @@ The task of a row is the task its partition group is assigned to: contiguous ran
 or under distributed adaptation the batch's recorded assignment
 (``runtime/distribution/assignments.py``), so the split follows groups wherever they moved.
 
-``read()`` (runs on executors) memory-maps its file. A task that finds no file (its batch was
-planned before this layout, or the file was removed) falls back to reading the rows itself and
-keeping its groups' rows, which gives the same rows.
+``read()`` (runs on executors) memory-maps its file. A task that finds no file (option
+``splitRows=tasks``, a batch planned before this layout, or a file removed) reads the batch's
+rows itself and keeps its groups' rows, which gives the same rows: every task then reads the
+whole batch (read amplification = ``numPartitions``) and the driver reads no row.
 
 Exactly-once and replays: the files are a pure function of the two offsets and the manifests'
 files (the rows between the offsets, already fixed), written atomically (temporary file, then
@@ -141,13 +142,6 @@ def read_task_rows(path: str) -> pa.Table | None:
     except FileNotFoundError:
         return None
     return pa.ipc.open_file(source).read_all()
-
-
-def own_rows(plan: SourcePlan, groups: Sequence[int], rows: pa.Table) -> pa.Table:
-    """The rows of ``groups`` among ``rows`` (the fallback when a task finds no file)."""
-    c = plan.config
-    group_of = group_of_rows(rows, c.spec.key_columns, c.partition_groups)
-    return rows.filter(pa.array(np.isin(group_of, np.asarray(groups, np.int32))))
 
 
 def prune(location: str, up_to: str | None) -> None:

@@ -64,6 +64,8 @@ REQUIRED = ("inputs", "window", "aggregates", "stateLocation")
 BATCH_REQUIRED = ("inputs", "window", "aggregates")
 END_OF_INPUT = ("never", "availableNow", "exhausted")
 LATE_FILES = ("fail", "skip")
+#: Where a micro-batch's rows are read and split by partition group (option ``splitRows``).
+SPLIT_ROWS = ("driver", "tasks")
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 500_000
 DEFAULT_NUM_PARTITIONS = 2
 #: Spark passes a row limit to the source as a Java ``long``.
@@ -107,6 +109,7 @@ class SourceConfig(SpecView):
     adaptation: AdaptationConfig = AdaptationConfig()
     keep_metrics: int = KEEP_BATCHES
     spill_location: str | None = None
+    split_rows: str = "driver"
 
 
 def parse_duration(option: str, text: str) -> int:
@@ -249,6 +252,7 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
         adaptation=adaptation_from_options(opts),
         keep_metrics=keep_option(opts),
         spill_location=spill_option(opts),
+        split_rows=choice_option("splitRows", opts.get("splitRows", "driver"), SPLIT_ROWS),
     )
 
 

@@ -123,6 +123,12 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           meaning="where `join` stages write the state they push to disk: one `join-spill-*` "
                   "directory per join stage and partition group, deleted when the group's "
                   "batch ends"),
+        S("splitRows", kind="`driver`, `tasks`", default="driver",
+          meaning="where a micro-batch's rows are read and split by partition group: once on "
+                  "the driver, each task then reading only its own rows, or in every task, "
+                  "each reading the whole batch and keeping its groups' rows (the driver then "
+                  "reads only timestamps; docs/source.md, \"Where the rows are read\"); results "
+                  "are identical", value="driver"),
         S("adaptation", kind="`none`, `lazy-disk`, `active-disk`", default="none",
           meaning="move partition groups between Spark tasks at batch boundaries and push "
                   "join state to disk (Liu & Rundensteiner (2005), §5–§6); " + _ADAPT,

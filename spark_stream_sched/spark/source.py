@@ -212,9 +212,13 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         store.forget(version_id(last))
         entries = {} if start_version is None else store.entries(start_version)
         hold = query_hold(entries, first.ready_bound(), bool(chosen.pushes))
-        rows = read_once.split_batch(self._plan, files, first, last, chosen.tasks, chosen.groups)
+        split = (read_once.split_batch(self._plan, files, first, last, chosen.tasks,
+                                       chosen.groups)
+                 if c.split_rows == "driver" else None)  # splitRows=tasks: each task reads
         return [GroupRangePartition(i, chosen.groups_of(i), start, end, files, skipped,
-                                    rows.paths[i], rows.rows_total, rows.late_dropped,
+                                    None if split is None else split.paths[i],
+                                    None if split is None else split.rows_total,
+                                    0 if split is None else split.late_dropped,
                                     tuple(g for g in chosen.pushes if chosen.groups[g] == i),
                                     hold)
                 for i in range(chosen.tasks)]
@@ -267,9 +271,8 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
         rows = (read_once.read_task_rows(partition.rows_file)
                 if partition.rows_file is not None else None)
-        if rows is None:  # planned without the split (or its file is gone): read and keep ours
-            rows = read_once.own_rows(self._plan, partition.groups,
-                                      rows_between(self._plan, partition.files, start, end))
+        if rows is None:  # splitRows=tasks (or the split file is gone): the batch's rows;
+            rows = rows_between(self._plan, partition.files, start, end)  # run keeps ours
         files = FileStateStore(location, cache_budget=self._plan.config.adaptation.budget)
         initial = start == Offset.initial(n)
         store = BatchStore(files, None if initial else files.entries(version_id(start)),

@@ -10,8 +10,8 @@ from spark_stream_sched.bench import spark_bench, spark_cases
 from spark_stream_sched.bench.spark_report import format_results
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-OURS = ("ordered-agg", "transform", "ordered-agg-sink", "ordered-agg-sink-unpartitioned",
-        "floor-precomputed")
+OURS = ("ordered-agg", "ordered-agg-tasks", "transform", "ordered-agg-sink",
+        "ordered-agg-sink-unpartitioned", "floor-precomputed")
 
 
 @pytest.fixture(scope="module")

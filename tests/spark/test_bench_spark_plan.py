@@ -42,7 +42,8 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     spark_cli.add_args(parser)
     assert parser.parse_args([]).engines == ",".join(spark_cases.ENGINES)  # default: all
     # the long case gives the source its own sizing (0 files per batch): no file-stream engine
-    assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "floor-precomputed", "floor-empty"}
+    assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "ordered-agg-tasks",
+                                              "floor-precomputed", "floor-empty"}
 
 
 def test_cpu_means_and_driver_shares() -> None:
@@ -85,6 +86,7 @@ def test_ratios_and_the_tables() -> None:
     assert by["ordered-agg"]["x_empty_floor"] == 5.0
     assert by["ordered-agg"]["x_python_floor"] == 2.5
     assert by["native"]["x_python_floor"] == 7.5
+    assert "driver_marginal_per_m_rows_s" not in by["ordered-agg"]  # no CPU figures here
     cores = [{"case": "cores", "engine": "transform", "master": f"local[{n}]", "cores": n,
               "runs": 3, "warmup": 1, "seconds_median": s, "load_1m": [4.0]}
              for n, s in [(1, 40.0), (2, 25.0)]]
@@ -94,9 +96,20 @@ def test_ratios_and_the_tables() -> None:
     assert "local[2]" in text
 
 
+def test_the_drivers_marginal_cpu_is_the_sources_less_the_floors_per_million_rows() -> None:
+    rows = with_ratios([
+        {"engine": e, "seconds_median": 1.0, "rows": 2_000_000, "cpu_driver_s": cpu}
+        for e, cpu in [("ordered-agg", 2.5), ("ordered-agg-tasks", 1.9),
+                       ("floor-precomputed", 1.8), ("transform", 0.3)]])
+    by = {r["engine"]: r for r in rows}
+    assert by["ordered-agg"]["driver_marginal_per_m_rows_s"] == 0.35
+    assert by["ordered-agg-tasks"]["driver_marginal_per_m_rows_s"] == 0.05
+    assert "driver_marginal_per_m_rows_s" not in by["transform"]  # not a source
+
+
 @pytest.mark.parametrize(("flags", "message"), [
     (["--batchings", "4"], "--batchings '4'"),
-    (["--engines", "native,spark"], "choose from native, native-minby, ordered-agg, transform"),
+    (["--engines", "native,spark"], "choose from native, native-minby, ordered-agg, ordered-agg-"),
     (["--cores", "1,x"], "--cores '1,x'"),
     (["--warmup", "-1"], "--warmup -1: must be >= 0"),
     (["--long-rows", "-5"], "--long-rows -5: must be >= 0"),

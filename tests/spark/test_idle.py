@@ -93,15 +93,22 @@ def test_idle_input_is_recorded_and_releases_the_windows(tmp_path) -> None:
     assert sorted(replay, key=output_key) == rows
 
 
-@pytest.mark.parametrize("policy", ["fail", "drop"])
-def test_late_rows_of_a_formerly_idle_input(tmp_path, policy: str) -> None:
-    reader, clock, tables = setup(tmp_path, idleTimeout="30 seconds", outOfOrder=policy)
-    start, _, rows = run(reader, clock)
-    late = make_stream(5, 1, 400).slice(200, 10)  # later than input 1's data, below the bound
+def add_late_rows(tmp_path: Any, start: dict) -> None:
+    """A file of input 1 whose rows are later than its data but below the ready bound."""
+    late = make_stream(5, 1, 400).slice(200, 10)
     assert late.column("ts")[0].as_py() < parse_offset(start, 2).ready_bound()
     write_stream(late, str(tmp_path / "late"), 1)
     os.rename(tmp_path / "late" / "part-00000.parquet",
               tmp_path / "in" / "in1" / "part-00001.parquet")
+
+
+@pytest.mark.parametrize("split_rows", ["driver", "tasks"])
+@pytest.mark.parametrize("policy", ["fail", "drop"])
+def test_late_rows_of_a_formerly_idle_input(tmp_path, policy: str, split_rows: str) -> None:
+    reader, clock, tables = setup(tmp_path, idleTimeout="30 seconds", outOfOrder=policy,
+                                  splitRows=split_rows)
+    start, _, rows = run(reader, clock)
+    add_late_rows(tmp_path, start)
     if policy == "fail":
         with pytest.raises(InputError, match="late row at position .* below the ready bound"):
             run(reader, clock, start, batches=1)
@@ -109,3 +116,17 @@ def test_late_rows_of_a_formerly_idle_input(tmp_path, policy: str) -> None:
     end, _, more = run(reader, clock, start, batches=1)
     assert parse_offset(end, 2).cursors[1].idle is False  # active again
     assert more == []  # the late rows were dropped; no window changed or reopened
+
+
+def test_a_late_row_fails_with_the_same_error_wherever_the_rows_are_split(tmp_path) -> None:
+    """``splitRows=tasks``: the task refuses the batch's first late row, as the driver does."""
+    errors = []
+    for split_rows in ("driver", "tasks"):
+        root = tmp_path / split_rows
+        reader, clock, _ = setup(root, idleTimeout="30 seconds", splitRows=split_rows)
+        start, _, _ = run(reader, clock)
+        add_late_rows(root, start)
+        with pytest.raises(InputError) as failure:
+            run(reader, clock, start, batches=1)
+        errors.append(str(failure.value))
+    assert errors[0] == errors[1]

@@ -94,6 +94,35 @@ def test_split_and_fallback_give_the_oracles_rows(tmp_path) -> None:
     assert_matches_oracle(split, expected_rows(tables))
 
 
+def batch_figures(state: str) -> list[tuple[int, int, int]]:
+    """``(batch, rows_read, late_dropped)`` of every merged metrics file under ``state``."""
+    import json
+    from pathlib import Path
+
+    files = sorted(Path(state, "metrics").glob("batch-*.json"))
+    figures = [json.loads(path.read_text()) for path in files]
+    return [(f["batch_id"], f["rows_read"], f["late_dropped"]) for f in figures]
+
+
+def test_split_rows_in_tasks_gives_the_drivers_rows_and_figures(tmp_path) -> None:
+    """``splitRows=tasks``: no per-task file; each task reads the batch and keeps its groups."""
+    tables = write_inputs(str(tmp_path / "in"))
+    states = [str(tmp_path / "driver"), str(tmp_path / "tasks")]
+    on_driver, _ = drive(make_reader(source_options(
+        str(tmp_path / "in"), 3, states[0], numPartitions=3)), 170)
+    in_tasks, planned = drive(make_reader(source_options(
+        str(tmp_path / "in"), 3, states[1], numPartitions=3, splitRows="tasks")), 170)
+    assert len(planned) > 3
+    assert all(p.rows_file is None and p.rows_total is None for ps in planned for p in ps)
+    spilled = read_once.spill_root(states[1])
+    assert not os.path.isdir(spilled) or not os.listdir(spilled)  # nothing was split
+    assert in_tasks == on_driver
+    assert_matches_oracle(in_tasks, expected_rows(tables))
+    figures = batch_figures(states[0])
+    assert len(figures) == len(planned) - 1  # the last batch is committed by a next run
+    assert batch_figures(states[1]) == figures
+
+
 def test_task_files_are_pruned_on_commit_and_stop_and_rewritten_on_replay(tmp_path) -> None:
     write_inputs(str(tmp_path / "in"))
     state = str(tmp_path / "state")

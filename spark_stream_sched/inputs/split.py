@@ -18,7 +18,8 @@ or under distributed adaptation the batch's recorded assignment
 ``read()`` (runs on executors) memory-maps its file. A task that finds no file (option
 ``splitRows=tasks``, a batch planned before this layout, or a file removed) reads the batch's
 rows itself and keeps its groups' rows, which gives the same rows: every task then reads the
-whole batch (read amplification = ``numPartitions``) and the driver reads no row.
+whole batch (read amplification = ``numPartitions``) and the driver decodes no column but the
+timestamps its admission reads.
 
 Exactly-once and replays: the files are a pure function of the two offsets and the manifests'
 files (the rows between the offsets, already fixed), written atomically (temporary file, then

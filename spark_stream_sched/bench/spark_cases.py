@@ -35,6 +35,7 @@ from typing import Any
 
 from spark_stream_sched.bench.spark_cpu import JVM_PARTS, ROLES, measure
 from spark_stream_sched.bench.spark_data import (
+    SOURCE_SPLIT_ROWS,
     Output,
     Truth,
     Workload,
@@ -266,10 +267,6 @@ def sink_counters(records: Sequence[Record]) -> Record:
             "finish_cpu_s": round(sum(r["finish_cpu_s"] for r in records) / runs, 3)}
 
 
-#: The source's engines: their driver-side Python is compared with the precomputed floor's.
-SOURCE_ENGINES = ("ordered-agg", "ordered-agg-tasks")
-
-
 def with_ratios(results: list[Record]) -> list[Record]:
     """Add each engine's median over native's and the floors' medians of the same case.
 
@@ -281,7 +278,7 @@ def with_ratios(results: list[Record]) -> list[Record]:
     floor_driver = next((r.get("cpu_driver_s") for r in results
                          if r["engine"] == "floor-precomputed"), None)
     for r in results:
-        if r["engine"] in SOURCE_ENGINES and floor_driver is not None and "cpu_driver_s" in r:
+        if r["engine"] in SOURCE_SPLIT_ROWS and floor_driver is not None and "cpu_driver_s" in r:
             r["driver_marginal_per_m_rows_s"] = round(
                 (r["cpu_driver_s"] - floor_driver) / (r["rows"] / 1e6), 3)
         r.update(x_floor=ratio(r["seconds_median"], median.get("floor-precomputed")),

@@ -253,6 +253,10 @@ def emitted_match(rows: Output, truth: Truth) -> bool:
 # -- the options of our engines ------------------------------------------------------------------
 
 
+#: The source's engines and their option ``splitRows`` (where a batch's rows are read).
+SOURCE_SPLIT_ROWS = {"ordered-agg": "driver", "ordered-agg-tasks": "tasks"}
+
+
 def source_options(work: Workload, max_records: int | None) -> dict[str, str]:
     """Options of the ``ordered-agg`` source (no ``stateLocation``; None: default sizing)."""
     options = {"inputs": ",".join(work.dirs), "keyColumns": "meter", "window": work.size,

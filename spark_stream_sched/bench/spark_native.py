@@ -43,6 +43,7 @@ from typing import Any
 from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark/test_job.py
     AGGREGATES,
     END_COLUMN,
+    SOURCE_SPLIT_ROWS,
     Workload,
     reference_windows,
     sink_options,
@@ -87,9 +88,9 @@ def _run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
                 floor: Floor | None) -> Record:
     if engine in ("native", "native-minby"):
         return run_native(spark, work, out, files, minby=engine == "native-minby")
-    if engine in ("ordered-agg", "ordered-agg-tasks"):
+    if engine in SOURCE_SPLIT_ROWS:
         return run_ordered(spark, work, out, work.max_records(files) if files else None,
-                           "tasks" if engine == "ordered-agg-tasks" else "driver")
+                           SOURCE_SPLIT_ROWS[engine])
     if engine == "transform":
         return run_transform(spark, work, out, files)
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):

@@ -6,7 +6,10 @@ budget: the earliest rows over all inputs by event time
 others and the ready bound moves as far as the budget allows. Without a budget every listed row
 is admitted. The timestamps peeked at to share the budget are cached across batches in the
 driver (:class:`~spark_stream_sched.inputs.cursors.EventTimeCache`) and reused by
-:func:`~spark_stream_sched.inputs.cursors.advance`. Pure Python + PyArrow.
+:func:`~spark_stream_sched.inputs.cursors.advance`. With ``splitRows=tasks`` the tasks read and
+check the rows, and Parquet inputs are admitted by whole row groups from their footers'
+statistics (:mod:`~spark_stream_sched.inputs.row_groups`), reading no timestamp on the driver.
+Pure Python + PyArrow.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from typing import Any
 from spark_stream_sched.inputs.cursors import (
     EventTimeCache,
     advance,
+    advance_to,
     available_rows,
     peek_event_times,
     time_aligned_shares,
 )
 from spark_stream_sched.inputs.plan import SourcePlan
+from spark_stream_sched.inputs.row_groups import admit_row_groups
 from spark_stream_sched.inputs.streams import Cursor
 
 
@@ -34,6 +39,12 @@ def admit(plan: SourcePlan, cursors: Sequence[Cursor], files: Sequence[list[str]
     ``outOfOrder=fail`` (named by :func:`~spark_stream_sched.inputs.cursors.advance`).
     """
     c, streams = plan.config, plan.streams
+    if c.split_rows == "tasks":  # the tasks read and check the rows: admit by row groups
+        by_groups = admit_row_groups(streams, files, cursors, budget, c.timestamp_column)
+        if by_groups is not None:
+            return tuple(advance_to(stream, files[j], cursors[j], by_groups[j].rows,
+                                    by_groups[j].last_ts, finish)
+                         for j, stream in enumerate(streams))
     avail = [0 if cur.finished else available_rows(files[j], cur, c.format, budget, streams[j])
              for j, cur in enumerate(cursors)]
     shares = avail

@@ -258,7 +258,29 @@ def advance(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
         if len(kept):
             last = int(kept[-1]) if last is None else max(last, int(kept[-1]))
         end = Cursor(last_file, last_stop, start.seq + n_rows, last, False)
-    if finish_when_exhausted and available_rows(files, end, stream.fmt, 1, stream) == 0:
+    return _finish(stream, files, end, finish_when_exhausted)
+
+
+def advance_to(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
+               last_ts: int | None, finish_when_exhausted: bool) -> Cursor:
+    """The cursor ``n_rows`` rows after ``start`` whose greatest event time is ``last_ts``.
+
+    For admission that knows ``last_ts`` without reading the rows (Parquet statistics,
+    ``inputs/row_groups.py``); their order is checked where they are read, in the tasks.
+    """
+    if start.finished:
+        return start
+    end = start
+    if n_rows > 0:
+        with naming_input(stream):
+            last_file, _, last_stop = _walk(files, start, stream.fmt, n_rows)[-1]
+        end = Cursor(last_file, last_stop, start.seq + n_rows, last_ts, False)
+    return _finish(stream, files, end, finish_when_exhausted)
+
+
+def _finish(stream: InputStream, files: list[str], end: Cursor, finish: bool) -> Cursor:
+    """``end``, marked finished when ``finish`` and every listed row is consumed."""
+    if finish and available_rows(files, end, stream.fmt, 1, stream) == 0:
         end = replace(end, finished=True)
     return end
 

@@ -160,15 +160,20 @@ def test_commit_prunes_old_versions(tmp_path) -> None:
     assert len(versions) == KEEP_OLDER_VERSIONS + 1
 
 
-def test_out_of_order_input_fails_on_the_driver_naming_input_and_position(tmp_path) -> None:
+def write_out_of_order_inputs(root: Any) -> None:
+    """Inputs ``root/in0`` (in order) and ``root/in1`` (row 2 out of order), one file each."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     for j, ts in enumerate(([1, 2, 3], [10, 20, 15, 30])):
-        os.makedirs(tmp_path / f"in{j}")
+        os.makedirs(root / f"in{j}")
         table = pa.table({"ts": pa.array(ts, pa.int64()), "meter": ["a"] * len(ts),
                           "value": [1.0] * len(ts), "kind": ["ok"] * len(ts)})
-        pq.write_table(table, tmp_path / f"in{j}" / "p.parquet")
+        pq.write_table(table, root / f"in{j}" / "p.parquet")
+
+
+def test_out_of_order_input_fails_on_the_driver_naming_input_and_position(tmp_path) -> None:
+    write_out_of_order_inputs(tmp_path)
     reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s")))
     with pytest.raises(OutOfOrderError) as caught:
         reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())

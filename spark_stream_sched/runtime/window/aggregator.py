@@ -120,7 +120,9 @@ class WindowAggregator:
         self._check_columns(input_schema)
         self.aggregates: list[BoundAggregate] = [bind(s, input_schema) for s in specs]  # type: ignore[arg-type]
         self.columns = self._needed_columns()
-        self._pending: pa.Table = input_schema.empty_table().select(self.columns)
+        # No rows yet: Table.from_batches builds no array, so no pandas import (0.26 s of CPU)
+        # on a driver that only plans (Schema.empty_table goes through pa.array).
+        self._pending: pa.Table = pa.Table.from_batches([], input_schema).select(self.columns)
         self._panes: list[pa.Table] = []
         self._bound: int | None = None
         self._next_k: int | None = None

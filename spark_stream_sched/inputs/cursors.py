@@ -41,8 +41,11 @@ from spark_stream_sched.runtime.packets import event_times
 log = logging.getLogger(__name__)
 
 
-def _next_position(files: list[str], cursor: Cursor, fmt: str) -> tuple[int, int]:
-    """(file index, row) of the next unconsumed row; ``(len(files), 0)`` when none is listed."""
+def next_position(files: Sequence[str], cursor: Cursor, fmt: str) -> tuple[int, int]:
+    """(file index, row) of the next unconsumed row; ``(len(files), 0)`` when none is listed.
+
+    Raises :class:`InputError` when the cursor's file is no longer listed.
+    """
     if cursor.file is None:
         return 0, 0
     idx = bisect.bisect_left(files, cursor.file)
@@ -66,7 +69,7 @@ def available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None,
 
 
 def _available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None) -> int:
-    idx, row = _next_position(files, cursor, fmt)
+    idx, row = next_position(files, cursor, fmt)
     total = 0
     for i in range(idx, len(files)):
         total += count_rows(files[i], fmt) - (row if i == idx else 0)
@@ -78,7 +81,7 @@ def _available_rows(files: list[str], cursor: Cursor, fmt: str, cap: int | None)
 def _walk(files: list[str], cursor: Cursor, fmt: str,
           n_rows: int) -> list[tuple[str, int, int]]:
     """The ``(file, start, stop)`` row ranges of the next ``n_rows`` rows after ``cursor``."""
-    idx, row = _next_position(files, cursor, fmt)
+    idx, row = next_position(files, cursor, fmt)
     ranges, left = [], n_rows
     while left > 0:
         if idx >= len(files):

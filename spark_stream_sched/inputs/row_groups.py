@@ -6,9 +6,9 @@ so the driver needs of each input only where the batch ends and the greatest eve
 each row group's row count and the min/max of every column in the file's footer; from those the
 driver admits **whole row groups**, earliest first, and never decodes a timestamp:
 
-* a block is the unconsumed part of one row group, ``(file, start, stop)`` with the group's
-  max event time; an input's *reached* time after a block is the running max of the blocks'
-  maxima from the cursor's ``last_ts`` on (so it never goes back, as with rows);
+* a block is the unconsumed part of one row group: its rows and the group's max event time;
+  an input's *reached* time after a block is the running max of the blocks' maxima from the
+  cursor's ``last_ts`` on (so it never goes back, as with rows);
 * blocks of all inputs are taken in the order of their reached time (ties: lower input id, then
   stream order) while the taken rows stay within the budget (``maxRecordsPerTrigger``); the
   first block that does not fit ends the batch, so every input's admitted blocks are a prefix of
@@ -37,9 +37,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_stream_sched.inputs.files import count_rows
+from spark_stream_sched.inputs.cursors import next_position
 from spark_stream_sched.inputs.formats import canonical_format
 from spark_stream_sched.inputs.listing import file_identity
+from spark_stream_sched.inputs.naming import naming_input
 from spark_stream_sched.inputs.streams import Cursor, InputStream
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, EVENT_TIME_MIN
 
@@ -132,14 +133,13 @@ event_times`: integers are ms, timestamps are floor-divided to ms), with plain i
 def _blocks(stream: InputStream, files: Sequence[str], cursor: Cursor, ts_column: str,
             cap: int) -> list[tuple[int, int]] | None:
     """``(rows, max ms)`` of the unconsumed row groups after ``cursor``, until ``cap`` rows."""
-    if cursor.file is not None and cursor.file not in files:
-        return None  # the read path reports the missing file
+    with naming_input(stream):
+        first, skip = next_position(files, cursor, stream.fmt)
     blocks: list[tuple[int, int]] = []
-    skip, total = cursor.row, 0
-    start = 0 if cursor.file is None else list(files).index(cursor.file)
-    for path in files[start:]:
+    total = 0
+    for path in files[first:]:
         groups = group_maxima(stream, path, ts_column)
-        if groups is None or sum(n for n, _ in groups) != count_rows(path, stream.fmt):
+        if groups is None:
             return None
         for n, highest in groups:
             left = n - min(skip, n)
@@ -149,7 +149,6 @@ def _blocks(stream: InputStream, files: Sequence[str], cursor: Cursor, ts_column
                 total += left
             if total >= cap:
                 return blocks
-        skip = 0
     return blocks
 
 

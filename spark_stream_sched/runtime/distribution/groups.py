@@ -17,7 +17,7 @@ fixed when a query first starts. Every door of the engine routes rows with the f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -65,16 +65,38 @@ def initial_groups(n_groups: int, n_tasks: int) -> tuple[int, ...]:
     return tuple(task_of)
 
 
-def split_by_group(rows: pa.Table, groups: np.ndarray) -> list[tuple[int, pa.Table]]:
+def split_by_group(rows: pa.Table, groups: np.ndarray,
+                   only: Collection[int] | None = None) -> list[tuple[int, pa.Table]]:
     """``rows`` cut into one table per group (ascending ids), keeping each group's row order.
 
-    One stable sort and slices, instead of one filter over all rows per group.
+    ``groups`` holds each row's group (non-negative); ``only``: keep just these groups (a task's
+    own), taking only their rows. One stable sort and one ``take`` of the kept rows, then
+    slices, instead of one filter over all rows per group. Group ids are small, so the sort key
+    is narrowed to 8 or 16 bits, where NumPy's stable sort is a radix sort (about 5x faster on
+    2 M rows than on 32-bit ids).
     """
     if len(groups) == 0:
         return []
-    order = np.argsort(groups, kind="stable")
-    ordered, sorted_groups = rows.take(pa.array(order)), groups[order]
-    ids, starts = np.unique(sorted_groups, return_index=True)
-    ends = [*starts[1:].tolist(), len(order)]
-    return [(int(g), ordered.slice(int(a), int(b) - int(a)))
-            for g, a, b in zip(ids.tolist(), starts.tolist(), ends, strict=True)]
+    order = np.argsort(_narrow(groups), kind="stable")
+    ranked = groups[order]
+    starts = np.concatenate([[0], np.flatnonzero(ranked[1:] != ranked[:-1]) + 1])
+    counts = np.diff(np.append(starts, len(ranked)))
+    spans = [(g, a, n) for g, a, n in zip(ranked[starts].tolist(), starts.tolist(),
+                                          counts.tolist(), strict=True)
+             if only is None or g in only]
+    if only is not None:  # the kept groups' rows only, still one run per group
+        order = np.concatenate([order[:0]] + [order[a:a + n] for _, a, n in spans])
+        firsts = np.cumsum([0] + [n for _, _, n in spans]).tolist()
+        spans = [(g, first, n) for (g, _, n), first in zip(spans, firsts, strict=False)]
+    ordered = rows.take(pa.array(order))
+    return [(int(g), ordered.slice(a, n)) for g, a, n in spans]
+
+
+def _narrow(groups: np.ndarray) -> np.ndarray:
+    """``groups`` as the narrowest integer type that holds them (a radix-sortable key)."""
+    top = int(groups.max())
+    if top < 256:
+        return groups.astype(np.uint8, copy=False)
+    if top < 32_768:
+        return groups.astype(np.int16, copy=False)
+    return groups

@@ -160,7 +160,7 @@ class GroupedBatch:
         states = {g: GroupState(loaded[g][2], windows[g], holds.get(g)) for g in self.groups}
         store.save(states)
         out = in_output_order(self.spec, outputs) if outputs else pa.table({})
-        metrics.update(self.figures(rows, kept, group_of, before, loaded, states, out))
+        metrics.update(self.figures(rows, kept, per_group, before, loaded, states, out))
         metrics.update(group_loads={str(g): loads[g] for g in sorted(loads)},
                        pushed_groups=sorted(g for g in self.pushes if g in loads),
                        ready_bound=bound, hold_bound=hold)
@@ -170,10 +170,7 @@ class GroupedBatch:
 
     def own_rows(self, rows: pa.Table, group_of: np.ndarray) -> dict[int, pa.Table]:
         """The rows of this batch's groups, per group (each group's rows in their order)."""
-        mine = np.isin(group_of, np.asarray(self.groups, np.int32))
-        if not mine.all():
-            rows, group_of = rows.filter(pa.array(mine)), group_of[mine]
-        return dict(split_by_group(rows, group_of))
+        return dict(split_by_group(rows, group_of, only=frozenset(self.groups)))
 
     def release(self, state: GroupState, rows: pa.Table | None, bound: int | None) -> Loaded:
         """Buffered + new rows of a group split into released (filtered) and pending rows."""
@@ -253,11 +250,11 @@ class GroupedBatch:
             loads[g] = [memory_bytes(operator.aggregator, pending), out.num_rows, 0]
         return outputs, windows, {"executor": result.metrics.progress()}
 
-    def figures(self, rows: pa.Table, kept: pa.Table, group_of: np.ndarray,
+    def figures(self, rows: pa.Table, kept: pa.Table, per_group: Mapping[int, pa.Table],
                 before: Mapping[int, GroupState], loaded: Mapping[int, Loaded],
                 states: Mapping[int, GroupState], out: pa.Table) -> dict[str, Any]:
         """The batch's row, window and state counts (metrics)."""
-        mine = int(np.isin(group_of, np.asarray(self.groups, np.int32)).sum())
+        mine = sum(t.num_rows for t in per_group.values())
         buffered = mine + sum(s.pending.num_rows for s in before.values()
                               if s.pending is not None)
         pending = sum(p.num_rows for _, _, p in loaded.values())

@@ -55,3 +55,18 @@ def test_split_by_group_keeps_each_groups_rows_in_order(groups: list[int]) -> No
     assert [g for g, _ in parts] == sorted(set(groups))
     for g, part in parts:
         assert part.column("i").to_pylist() == [i for i, x in enumerate(groups) if x == g]
+
+
+@settings(max_examples=80)
+@given(st.lists(st.sampled_from([0, 1, 3, 255, 256, 40_000]), max_size=80),
+       st.none() | st.frozensets(st.sampled_from([0, 1, 2, 3, 255, 256, 40_000])))
+def test_split_by_group_keeps_only_the_wanted_groups_in_row_order(
+        groups: list[int], only: frozenset[int] | None) -> None:
+    """The reference: one filter per group. Ids cover the 8-bit, 16-bit and 32-bit sort keys."""
+    rows = pa.table({"i": list(range(len(groups))), "s": [str(g) for g in groups]})
+    parts = split_by_group(rows, np.asarray(groups, np.int32), only=only)
+    wanted = sorted(g for g in set(groups) if only is None or g in only)
+    assert [g for g, _ in parts] == wanted
+    for g, part in parts:
+        assert part.column("i").to_pylist() == [i for i, x in enumerate(groups) if x == g]
+        assert set(part.column("s").to_pylist()) == {str(g)}

@@ -116,8 +116,9 @@ def test_every_adapter_module_talks_to_spark_and_the_adapter_stays_small() -> No
     assert silent == []
     lines = sum(len(f.read_text().splitlines()) for f in files)
     # 4,358 lines in 20 modules before the engine left the adapter; 2,067 in 13 with
-    # shipped_files.py (Spark's Python-worker path for --py-files): a budget, not a target
-    assert lines <= 2100, f"spark/ has {lines} lines: engine or state code in the adapter?"
+    # shipped_files.py (Spark's Python-worker path for --py-files); 2,115 with the sink's
+    # group column written as Spark SQL from the runtime's steps: a budget, not a target
+    assert lines <= 2120, f"spark/ has {lines} lines: engine or state code in the adapter?"
 
 
 def test_no_import_cycles_between_modules() -> None:

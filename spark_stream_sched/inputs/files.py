@@ -176,7 +176,7 @@ def _read_parquet_range(path: str, start: int, stop: int, schema: Any) -> Any:
         empty = pf.schema_arrow.empty_table()
         return empty if columns is None else conform(empty, schema, path)
     try:
-        table = pf.read_row_groups(groups, columns=columns)
+        table = pf.read_row_groups(groups, columns=columns, use_threads=False)
     except KeyError as exc:
         raise InputError(f"cannot read {path!r} with columns {columns}: {exc}; the file lacks "
                          f"a column of the input schema: fix the file or the schema (option "

@@ -68,7 +68,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,19 +265,68 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
 
     Notes
     -----
-    A ``mapInArrow`` step computes each row's partition group with the runtime's own stable key
-    hash (the one the sink uses) and ``repartition`` moves the rows by it, so every group is
-    merged and aggregated by one task on an executor. Without it the sink stays correct, but a
-    group whose rows reach several tasks is merged on the driver (``groups_on_driver`` in the
-    commit record). The shuffle is Spark's own; the column is dropped again before the sink.
+    Each row's partition group is the runtime's stable key hash (the one the sink uses), and
+    ``repartition`` moves the rows by it, so every group is merged and aggregated by one task on
+    an executor. With integer, boolean or timestamp keys Spark computes the group itself,
+    from the runtime's steps of 64-bit-safe arithmetic (``runtime/distribution/group_steps.py``);
+    other keys are tagged by a ``mapInArrow`` step in Python. Without this function the sink
+    stays correct, but a group whose rows reach several tasks is merged on the driver
+    (``groups_on_driver`` in the commit record). The shuffle is Spark's own; the column is
+    dropped again before the sink.
     """
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    from spark_stream_sched.runtime.distribution.groups import group_of_rows
-
     config = parse_sink_options(options)
     keys, groups = config.spec.key_columns, config.spec.partition_groups
     column = "__ordered_agg_group"
+    kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}
+    if all(kinds.get(k) in _STEP_KEYS for k in keys):
+        tagged = _with_group_steps(df, keys, groups, kinds, column)
+    else:
+        tagged = _with_group_in_python(df, keys, groups, column)
+    # an explicit count: without one, adaptive execution may coalesce the shuffle into a
+    # single partition, i.e. one write task doing every group's work
+    count = partitions or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    return tagged.repartition(count, column).drop(column)
+
+
+#: Key types whose group Spark computes: the value the runtime hashes is the Arrow value cast
+#: to int64 (timestamps in microseconds), i.e. Spark's ``bigint`` or ``unix_micros``.
+_STEP_KEYS = {"byte", "short", "integer", "long", "boolean", "timestamp"}
+
+
+def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[str, str],
+                      column: str) -> Any:
+    """``df`` with each row's group computed by Spark from the runtime's steps (SQL text)."""
+    from spark_stream_sched.runtime.distribution.group_steps import group_steps, step_levels
+
+    names = {k: f"__ordered_agg_key{i}" for i, k in enumerate(keys)}
+    quoted = {k: "`" + k.replace("`", "``") + "`" for k in keys}
+    frame = df.selectExpr("*", *[(f"unix_micros({quoted[k]})" if kinds[k] == "timestamp"
+                                  else f"CAST({quoted[k]} AS BIGINT)") + f" AS {names[k]}"
+                                 for k in keys])
+    shifts = {">>": "shiftright", "<<": "shiftleft", ">>>": "shiftrightunsigned"}
+
+    def sql(e: tuple[Any, ...]) -> str:
+        if e[0] in ("col", "lit"):
+            return names.get(e[1], e[1]) if e[0] == "col" else f"{e[1]}L"
+        if e[0] == "null":
+            return f"CASE WHEN {names[e[1]]} IS NULL THEN {sql(e[2])} ELSE {sql(e[3])} END"
+        if e[0] in shifts:
+            return f"{shifts[e[0]]}({sql(e[1])}, {e[2][1]})"
+        return f"({sql(e[1])} {e[0]} {sql(e[2])})"
+
+    steps = group_steps(list(keys), groups)
+    for level in step_levels(steps):  # one projection per level: no expression grows
+        frame = frame.selectExpr("*", *[f"{sql(s.expr)} AS {s.name}" for s in level])
+    out = frame.selectExpr("*", f"CAST({steps[-1].name} AS INT) AS {column}")
+    return out.drop(*names.values(), *[s.name for s in steps])
+
+
+def _with_group_in_python(df: Any, keys: Sequence[str], groups: int, column: str) -> Any:
+    """``df`` with each row's group computed in a Python ``mapInArrow`` step."""
+    from pyspark.sql.types import IntegerType, StructField
+
+    from spark_stream_sched.runtime.distribution.groups import group_of_rows
+
     schema = StructType([*df.schema.fields, StructField(column, IntegerType(), False)])
 
     def with_group(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -286,12 +335,7 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, pa.array(ids, pa.int32())], [*batch.schema.names, column])
 
-    tagged = df.mapInArrow(with_group, schema)
-    # an explicit count: without one, adaptive execution may coalesce the shuffle into a
-    # single partition, i.e. one write task doing every group's work
-    count = partitions or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    moved = tagged.repartition(count, column)
-    return moved.drop(column)
+    return df.mapInArrow(with_group, schema)
 
 
 def finish_sink(options: Mapping[str, str]) -> dict[str, Any] | None:

@@ -1,0 +1,67 @@
+"""``partition_for_sink`` computes integer keys' groups in Spark, equal to the runtime's.
+
+Real Spark (local): the group Spark computes from the runtime's steps
+(``runtime/distribution/group_steps.py``) is the one the Python ``mapInArrow`` step and the
+sink's tasks compute, for every key type with steps, with nulls and extreme values; other key
+types keep the Python step.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from typing import Any
+
+import pytest
+
+from spark_stream_sched.spark import sink
+
+pytestmark = pytest.mark.spark
+
+EDGES = [0, -1, 2**63 - 1, -2**63, None]
+SCHEMA = "a long, b int, c boolean, t timestamp, s short, x byte, v double, name string"
+
+
+def frame(spark: Any, rows: int = 400) -> Any:
+    rng = random.Random(11)
+    epoch = datetime.datetime(1900, 1, 1, tzinfo=datetime.UTC)
+
+    def maybe(value: Any) -> Any:
+        return None if rng.random() < 0.1 else value
+
+    data = [(rng.choice([*EDGES, rng.randint(-2**63, 2**63 - 1), rng.randint(-9, 9)]),
+             maybe(rng.randint(-2**31, 2**31 - 1)), maybe(rng.random() < 0.5),
+             maybe(epoch + datetime.timedelta(microseconds=rng.randint(0, 2**55))),
+             maybe(rng.randint(-2**15, 2**15 - 1)), maybe(rng.randint(-128, 127)),
+             rng.random(), f"m{rng.randint(0, 30)}") for _ in range(rows)]
+    return spark.createDataFrame(data, SCHEMA)
+
+
+@pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"],
+                                  ["a", "b", "c", "t", "s", "x"]])
+def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
+    df = frame(spark)
+    kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}
+    for n_groups in (1, 7, 64, 4096):
+        by_spark = sink._with_group_steps(df, keys, n_groups, kinds, "g").collect()
+        by_python = sink._with_group_in_python(df, keys, n_groups, "g").collect()
+        assert by_spark == by_python, (keys, n_groups)
+        assert len({r.g for r in by_spark}) > min(n_groups, 3) - 1
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().analyzed())
+
+
+@pytest.mark.parametrize(("keys", "python_step"), [("a", False), ("a,t", False), ("v", True),
+                                                   ("name", True), ("a,name", True)])
+def test_only_keys_without_steps_cross_into_python(spark: Any, tmp_path: Any, keys: str,
+                                                   python_step: bool) -> None:
+    df = frame(spark, 10)
+    opts = {"path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
+            "inputs": "2", "inputColumn": "x", "keyColumns": keys, "timestampColumn": "t",
+            "window": "10 seconds", "aggregates": "count(*) as n"}
+    moved = sink.partition_for_sink(df, opts, partitions=3)
+    assert ("MapInArrow" in _plan(moved)) is python_step
+    assert moved.columns == df.columns
+    assert moved.count() == 10

@@ -39,7 +39,7 @@ _SEED = np.uint64(0x5851F42D4C957F2D)
 
 def _unsupported(kind: pa.DataType) -> ConfigError:
     return ConfigError(f"key columns of type {kind} are not supported; use integers, floats, "
-                       f"booleans, timestamps or strings")
+                       f"booleans, dates, timestamps or strings")
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -69,6 +69,8 @@ def _column_hash(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         values[np.isnan(values)] = np.nan
         hashes = _splitmix64(values.view(np.int64))
     elif pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_temporal(kind):
+        if pa.types.is_date(kind):  # days (date32) or ms (date64): Arrow casts no date to int64
+            array = array.cast(pa.int32() if pa.types.is_date32(kind) else pa.int64())
         values = array.cast(pa.int64()).fill_null(0).to_numpy()
         hashes = _splitmix64(values)
     else:

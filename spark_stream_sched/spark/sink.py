@@ -267,7 +267,7 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     -----
     Each row's partition group is the runtime's stable key hash (the one the sink uses), and
     ``repartition`` moves the rows by it, so every group is merged and aggregated by one task on
-    an executor. With integer, boolean or timestamp keys Spark computes the group itself,
+    an executor. With integer, boolean, date or timestamp keys Spark computes the group itself,
     from the runtime's steps of 64-bit-safe arithmetic (``runtime/distribution/group_steps.py``);
     other keys are tagged by a ``mapInArrow`` step in Python. Without this function the sink
     stays correct, but a group whose rows reach several tasks is merged on the driver
@@ -288,9 +288,12 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     return tagged.repartition(count, column).drop(column)
 
 
-#: Key types whose group Spark computes: the value the runtime hashes is the Arrow value cast
-#: to int64 (timestamps in microseconds), i.e. Spark's ``bigint`` or ``unix_micros``.
-_STEP_KEYS = {"byte", "short", "integer", "long", "boolean", "timestamp"}
+#: Key types whose group Spark computes, from the value the runtime hashes: the Arrow value as
+#: int64 (Spark's ``bigint``), dates in days (``unix_date``), timestamps in µs (``unix_micros``).
+_STEP_KEYS = {"byte": "CAST({} AS BIGINT)", "short": "CAST({} AS BIGINT)",
+              "integer": "CAST({} AS BIGINT)", "long": "CAST({} AS BIGINT)",
+              "boolean": "CAST({} AS BIGINT)", "date": "unix_date({})",
+              "timestamp": "unix_micros({})"}
 
 
 def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[str, str],
@@ -300,8 +303,7 @@ def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[
 
     names = {k: f"__ordered_agg_key{i}" for i, k in enumerate(keys)}
     quoted = {k: "`" + k.replace("`", "``") + "`" for k in keys}
-    frame = df.selectExpr("*", *[(f"unix_micros({quoted[k]})" if kinds[k] == "timestamp"
-                                  else f"CAST({quoted[k]} AS BIGINT)") + f" AS {names[k]}"
+    frame = df.selectExpr("*", *[_STEP_KEYS[kinds[k]].format(quoted[k]) + f" AS {names[k]}"
                                  for k in keys])
     shifts = {">>": "shiftright", "<<": "shiftleft", ">>>": "shiftrightunsigned"}
 

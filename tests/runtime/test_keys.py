@@ -49,6 +49,20 @@ def test_equal_keys_hash_equal_and_zero_signs_agree() -> None:
     assert f[2] != f[0]
 
 
+@given(st.lists(st.none() | st.integers(-10**6, 10**6), min_size=1, max_size=50))
+def test_date_keys_hash_as_their_day_or_millisecond_numbers(days: list[int | None]) -> None:
+    """Arrow casts no date type to int64 directly (a date key used to fail with Arrow's error)."""
+    as_int = key_hash(pa.table({"k": pa.array(days, pa.int64())}), ["k"])
+    date32 = pa.array(days, pa.int32()).cast(pa.date32())
+    assert key_hash(pa.table({"k": date32}), ["k"]).tolist() == as_int.tolist()
+    ms = [None if d is None else d * 86_400_000 for d in days]
+    assert key_hash(pa.table({"k": pa.array(ms, pa.int64()).cast(pa.date64())}), ["k"]).tolist() \
+        == key_hash(pa.table({"k": pa.array(ms, pa.int64())}), ["k"]).tolist()
+    ids = key_ids(pa.table({"k": date32}), ["k"]).tolist()
+    assert [ids[i] == ids[j] for i in range(len(days)) for j in range(len(days))] == [
+        days[i] == days[j] for i in range(len(days)) for j in range(len(days))]
+
+
 @given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=200), st.integers(1, 64))
 def test_groups_are_in_range_and_a_function_of_the_key(values, n_groups) -> None:
     table = pa.table({"k": pa.array(values, pa.int64())})

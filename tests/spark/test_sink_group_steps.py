@@ -19,7 +19,8 @@ from spark_stream_sched.spark import sink
 pytestmark = pytest.mark.spark
 
 EDGES = [0, -1, 2**63 - 1, -2**63, None]
-SCHEMA = "a long, b int, c boolean, t timestamp, s short, x byte, v double, name string"
+SCHEMA = ("a long, b int, c boolean, t timestamp, s short, x byte, d date, v double, "
+          "name string")
 
 
 def frame(spark: Any, rows: int = 400) -> Any:
@@ -33,12 +34,13 @@ def frame(spark: Any, rows: int = 400) -> Any:
              maybe(rng.randint(-2**31, 2**31 - 1)), maybe(rng.random() < 0.5),
              maybe(epoch + datetime.timedelta(microseconds=rng.randint(0, 2**55))),
              maybe(rng.randint(-2**15, 2**15 - 1)), maybe(rng.randint(-128, 127)),
+             maybe(datetime.date(1, 1, 1) + datetime.timedelta(days=rng.randint(0, 3_000_000))),
              rng.random(), f"m{rng.randint(0, 30)}") for _ in range(rows)]
     return spark.createDataFrame(data, SCHEMA)
 
 
-@pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"],
-                                  ["a", "b", "c", "t", "s", "x"]])
+@pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"],
+                                  ["a", "b", "c", "t", "s", "x", "d"]])
 def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
     df = frame(spark)
     kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}

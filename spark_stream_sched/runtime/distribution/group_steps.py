@@ -13,10 +13,10 @@ at every step). :func:`evaluate` runs the steps in NumPy; the tests check it aga
 (``spark/sink.py`` ``partition_for_sink``), so a row's group is computed by Spark's JVM instead
 of in a Python worker.
 
-Only key columns whose hash is an integer function of the value have steps: integers, booleans
-and timestamps (the value as an ``int64`` in its Arrow unit). Floating and text keys (whose
-hash reads the bits of a double, or xxh64 of UTF-8 bytes) have none: callers keep computing
-those groups in Python.
+Only key columns whose hash is an integer function of the value have steps: integers, booleans,
+dates and timestamps (the value as an ``int64``: days, or the timestamp's unit). Floating and
+text keys (whose hash reads the bits of a double, or xxh64 of UTF-8 bytes) have none: callers
+keep computing those groups in Python.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = ["Step", "evaluate", "group_steps", "step_levels"]
 
 _MASK32 = (1 << 32) - 1
 _MASK16 = (1 << 16) - 1
+# the constants of runtime/keys.py (the tests compare the two functions on random keys)
 _GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment; also the hash of a null key
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _SEED = 0x5851F42D4C957F2D
@@ -38,8 +39,8 @@ _SEED = 0x5851F42D4C957F2D
 LIMIT = 1 << 62
 
 #: An expression: ``("col", name)``, ``("lit", int)``, ``(op, left, right)`` with ``op`` one
-#: of ``+ * % & | ^ >> <<`` (``>>`` and ``<<`` by a literal), or ``("null", key, then, else)``
-#: (``then`` where key column ``key`` is null).
+#: of ``+ * % & | ^ >> << >>>`` (shifts by a literal; ``>>>`` shifts a signed 64-bit value as
+#: unsigned), or ``("null", key, then, else)`` (``then`` where key column ``key`` is null).
 Expr = tuple[Any, ...]
 
 

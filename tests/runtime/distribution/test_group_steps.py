@@ -18,7 +18,8 @@ from spark_stream_sched.runtime.distribution.group_steps import (
 from spark_stream_sched.runtime.distribution.groups import group_of_rows
 
 KINDS = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint32(), pa.bool_(),
-         pa.timestamp("s"), pa.timestamp("ms"), pa.timestamp("us", "UTC"), pa.timestamp("ns")]
+         pa.timestamp("s"), pa.timestamp("ms"), pa.timestamp("us", "UTC"), pa.timestamp("ns"),
+         pa.date32()]
 EDGES = [0, -1, 1, 2**31 - 1, -2**31, 2**63 - 1, -2**63]
 
 
@@ -34,7 +35,8 @@ def key_tables(draw: st.DrawFn) -> pa.Table:
             lo, hi = _range(kind)
             values = draw(st.lists(st.none() | st.sampled_from([e for e in EDGES if lo <= e <= hi])
                                    | st.integers(lo, hi), min_size=rows, max_size=rows))
-        columns[f"k{i}"] = pa.array(values, pa.int64() if not pa.types.is_boolean(kind)
+        storage = pa.int32() if pa.types.is_date32(kind) else pa.int64()
+        columns[f"k{i}"] = pa.array(values, storage if not pa.types.is_boolean(kind)
                                     else kind).cast(kind)
     return pa.table(columns)
 
@@ -42,6 +44,8 @@ def key_tables(draw: st.DrawFn) -> pa.Table:
 def _range(kind: pa.DataType) -> tuple[int, int]:
     if pa.types.is_timestamp(kind):
         return -2**63, 2**63 - 1
+    if pa.types.is_date32(kind):
+        return -2**31, 2**31 - 1
     info = np.iinfo(kind.to_pandas_dtype())
     return int(info.min), int(info.max)
 
@@ -51,11 +55,17 @@ def _range(kind: pa.DataType) -> tuple[int, int]:
 def test_steps_give_the_group_of_rows(table: pa.Table, n_groups: int) -> None:
     """Every key type with steps, nulls and extreme values; no step leaves 0 .. 2**62."""
     keys = table.column_names
-    values = {k: table.column(k).combine_chunks().cast(pa.int64()).fill_null(0).to_numpy()
-              for k in keys}
+    values = {k: _as_int64(table.column(k).combine_chunks()) for k in keys}
     nulls = {k: table.column(k).is_null().to_numpy(zero_copy_only=False) for k in keys}
     got = evaluate(group_steps(keys, n_groups), values, nulls)  # raises past LIMIT
     assert got.tolist() == group_of_rows(table, keys, n_groups).tolist()
+
+
+def _as_int64(column: pa.Array) -> np.ndarray:
+    """The value the hash reads: dates as day numbers, the rest cast to int64; nulls as 0."""
+    if pa.types.is_date32(column.type):
+        column = column.cast(pa.int32())
+    return column.cast(pa.int64()).fill_null(0).to_numpy()
 
 
 def test_evaluate_refuses_a_step_that_would_overflow() -> None:

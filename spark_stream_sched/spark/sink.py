@@ -316,7 +316,7 @@ def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[
             return f"{shifts[e[0]]}({sql(e[1])}, {e[2][1]})"
         return f"({sql(e[1])} {e[0]} {sql(e[2])})"
 
-    steps = group_steps(list(keys), groups)
+    steps = group_steps(list(keys), groups, prefix="__ordered_agg_g")
     for level in step_levels(steps):  # one projection per level: no expression grows
         frame = frame.selectExpr("*", *[f"{sql(s.expr)} AS {s.name}" for s in level])
     out = frame.selectExpr("*", f"CAST({steps[-1].name} AS INT) AS {column}")

@@ -49,7 +49,11 @@ import pyarrow as pa
 
 from spark_stream_sched.inputs.offsets import Offset, version_id
 from spark_stream_sched.inputs.plan import SourcePlan, rows_between
-from spark_stream_sched.runtime.distribution.groups import group_of_rows, initial_groups
+from spark_stream_sched.runtime.distribution.groups import (
+    group_of_rows,
+    initial_groups,
+    radix_key,
+)
 from spark_stream_sched.runtime.engine.batch import drop_late
 from spark_stream_sched.runtime.state.atomic import spill_error, temp_path
 
@@ -118,7 +122,7 @@ def _rank_by_task(task_of: np.ndarray) -> np.ndarray:
     positions = np.argsort(task_of, kind="stable")  # ties (one task's groups) by group id
     rank = np.empty(len(task_of), np.int64)
     rank[positions] = np.arange(len(task_of))
-    return rank.astype(np.uint16) if len(task_of) <= 1 << 16 else rank
+    return radix_key(rank)
 
 
 def _write_ipc(path: str, table: pa.Table) -> None:

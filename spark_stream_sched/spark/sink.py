@@ -290,10 +290,9 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
 
 #: Key types whose group Spark computes, from the value the runtime hashes: the Arrow value as
 #: int64 (Spark's ``bigint``), dates in days (``unix_date``), timestamps in µs (``unix_micros``).
-_STEP_KEYS = {"byte": "CAST({} AS BIGINT)", "short": "CAST({} AS BIGINT)",
-              "integer": "CAST({} AS BIGINT)", "long": "CAST({} AS BIGINT)",
-              "boolean": "CAST({} AS BIGINT)", "date": "unix_date({})",
-              "timestamp": "unix_micros({})"}
+_STEP_KEYS = {**dict.fromkeys(("byte", "short", "integer", "long", "boolean"),
+                             "CAST({} AS BIGINT)"),
+              "date": "unix_date({})", "timestamp": "unix_micros({})"}
 
 
 def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[str, str],

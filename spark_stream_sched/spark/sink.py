@@ -96,9 +96,9 @@ from spark_stream_sched.spark.worker_errors import plain_errors, reported
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "SINK_FORMAT_VERSION", "SINK_OPTION_NAMES", "OrderedAggStreamWriter", "SinkCommitMessage",
-    "SinkCommitter", "SinkConfig", "check_schema", "finish_sink", "make_stream_writer",
-    "partition_for_sink", "parse_sink_options", "read_commits", "staging_dir",
+    "PARTITIONED_ROWS", "SINK_FORMAT_VERSION", "SINK_OPTION_NAMES", "OrderedAggStreamWriter",
+    "SinkCommitMessage", "SinkCommitter", "SinkConfig", "check_schema", "finish_sink",
+    "make_stream_writer", "partition_for_sink", "parse_sink_options", "read_commits", "staging_dir",
 ]
 
 
@@ -288,6 +288,9 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     return tagged.repartition(count, column).drop(column)
 
 
+#: Name of the observation ``partition_for_sink`` adds where Spark computes the groups: the
+#: rows it partitioned, in ``query.lastProgress.observedMetrics`` (``{"rows": n}``).
+PARTITIONED_ROWS = "ordered_agg_partitioned"
 #: Key types whose group Spark computes, from the value the runtime hashes: the Arrow value as
 #: int64 (Spark's ``bigint``), dates in days (``unix_date``), timestamps in µs (``unix_micros``).
 _STEP_KEYS = {**dict.fromkeys(("byte", "short", "integer", "long", "boolean"),
@@ -298,26 +301,23 @@ _STEP_KEYS = {**dict.fromkeys(("byte", "short", "integer", "long", "boolean"),
 def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[str, str],
                       column: str) -> Any:
     """``df`` with each row's group computed by Spark from the runtime's steps (SQL text)."""
-    from spark_stream_sched.runtime.distribution.group_steps import group_steps, step_levels
+    from pyspark.sql import functions
+
+    from spark_stream_sched.runtime.distribution.group_steps import (
+        group_steps,
+        sql_text,
+        step_levels,
+    )
 
     names = {k: f"__ordered_agg_key{i}" for i, k in enumerate(keys)}
-    quoted = {k: "`" + k.replace("`", "``") + "`" for k in keys}
-    frame = df.selectExpr("*", *[_STEP_KEYS[kinds[k]].format(quoted[k]) + f" AS {names[k]}"
-                                 for k in keys])
-    shifts = {">>": "shiftright", "<<": "shiftleft", ">>>": "shiftrightunsigned"}
-
-    def sql(e: tuple[Any, ...]) -> str:
-        if e[0] in ("col", "lit"):
-            return names.get(e[1], e[1]) if e[0] == "col" else f"{e[1]}L"
-        if e[0] == "null":
-            return f"CASE WHEN {names[e[1]]} IS NULL THEN {sql(e[2])} ELSE {sql(e[3])} END"
-        if e[0] in shifts:
-            return f"{shifts[e[0]]}({sql(e[1])}, {e[2][1]})"
-        return f"({sql(e[1])} {e[0]} {sql(e[2])})"
-
-    steps = group_steps(list(keys), groups, prefix="__ordered_agg_g")
+    # Spark's optimizer pushes projections through a union (a stream of several inputs is one)
+    # into each input's branch, one level per pass; an observation is not pushed through
+    observed = df.observe(PARTITIONED_ROWS, functions.count(functions.lit(1)).alias("rows"))
+    frame = observed.selectExpr("*", *[_STEP_KEYS[kinds[k]].format(
+        "`" + k.replace("`", "``") + "`") + f" AS {names[k]}" for k in keys])
+    steps = group_steps(list(names.values()), groups, prefix="__ordered_agg_g")
     for level in step_levels(steps):  # one projection per level: no expression grows
-        frame = frame.selectExpr("*", *[f"{sql(s.expr)} AS {s.name}" for s in level])
+        frame = frame.selectExpr("*", *[f"{sql_text(s.expr)} AS {s.name}" for s in level])
     out = frame.selectExpr("*", f"CAST({steps[-1].name} AS INT) AS {column}")
     return out.drop(*names.values(), *[s.name for s in steps])
 

@@ -169,6 +169,8 @@ def test_spark_stream_partitioned_for_the_sink_runs_on_the_executors(
     query.stop()
     sink.finish_sink(opts)
     assert output_rows(tmp_path / "out") == expected_rows(tables)
+    observed = [p["observedMetrics"] for p in query.recentProgress]
+    assert sum(m[sink.PARTITIONED_ROWS]["rows"] for m in observed if m) == rows.num_rows
     records = [r for r in sink.read_commits(sink.parse_sink_options(opts))
                if r["batch_id"] != "final"]
     assert len(records) == 3

@@ -67,3 +67,16 @@ def test_only_keys_without_steps_cross_into_python(spark: Any, tmp_path: Any, ke
     assert ("MapInArrow" in _plan(moved)) is python_step
     assert moved.columns == df.columns
     assert moved.count() == 10
+
+
+def test_steps_are_computed_once_above_a_union_of_inputs(spark: Any) -> None:
+    # a stream of several inputs is a union: without the observation Spark's optimizer pushes
+    # every level of steps into each input's branch (planned and compiled once per input)
+    inputs = [frame(spark, 20) for _ in range(3)]
+    union = inputs[0].unionByName(inputs[1]).unionByName(inputs[2])
+    kinds = {f.name: f.dataType.typeName() for f in union.schema.fields}
+    tagged = sink._with_group_steps(union, ["a"], 64, kinds, "g")
+    optimized = str(tagged._jdf.queryExecution().optimizedPlan())
+    assert optimized.count("AS __ordered_agg_key0") == 1, optimized
+    assert sink.PARTITIONED_ROWS in optimized
+    assert tagged.collect() == sink._with_group_in_python(union, ["a"], 64, "g").collect()

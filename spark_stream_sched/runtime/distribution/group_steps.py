@@ -9,9 +9,9 @@ last step is the group (the hash modulo the number of groups). An engine evaluat
 order, each step reading only the key columns and earlier steps' outputs, so no expression
 grows with the number of steps (a tree that referred to its inputs twice per step would double
 at every step). :func:`evaluate` runs the steps in NumPy; the tests check it against
-:func:`~.groups.group_of_rows`, and the Spark adapter translates the same steps into columns
-(``spark/sink.py`` ``partition_for_sink``), so a row's group is computed by Spark's JVM instead
-of in a Python worker.
+:func:`~.groups.group_of_rows`, and :func:`sql_text` writes them as Spark SQL, which the Spark
+adapter evaluates (``spark/sink.py`` ``partition_for_sink``), so a row's group is computed by
+Spark's JVM instead of in a Python worker.
 
 Only key columns whose hash is an integer function of the value have steps: integers, booleans,
 dates and timestamps (the value as an ``int64``: days, or the timestamp's unit). Floating and
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Step", "evaluate", "group_steps", "step_levels"]
+__all__ = ["Step", "evaluate", "group_steps", "sql_text", "step_levels"]
 
 _MASK32 = (1 << 32) - 1
 _MASK16 = (1 << 16) - 1
@@ -172,6 +172,27 @@ def _reads(expr: Expr) -> list[str]:
     if expr[0] == "col":
         return [expr[1]]
     return [n for part in expr[1:] if isinstance(part, tuple) for n in _reads(part)]
+
+
+_SQL_SHIFTS = {">>": "shiftright", "<<": "shiftleft", ">>>": "shiftrightunsigned"}
+
+
+def sql_text(expr: Expr) -> str:
+    """``expr`` as Spark SQL text: ``bigint`` literals, Spark's shift functions, ``CASE`` for nulls.
+
+    Column names are written as they are: key columns must have plain names (the sink names
+    them ``__ordered_agg_key<i>``).
+    """
+    kind = expr[0]
+    if kind == "col":
+        return str(expr[1])
+    if kind == "lit":
+        return f"{expr[1]}L"
+    if kind == "null":
+        return f"CASE WHEN {expr[1]} IS NULL THEN {sql_text(expr[2])} ELSE {sql_text(expr[3])} END"
+    if kind in _SQL_SHIFTS:
+        return f"{_SQL_SHIFTS[kind]}({sql_text(expr[1])}, {expr[2][1]})"
+    return f"({sql_text(expr[1])} {kind} {sql_text(expr[2])})"
 
 
 def evaluate(steps: Sequence[Step], keys: Mapping[str, np.ndarray],

@@ -13,6 +13,7 @@ from spark_stream_sched.runtime.distribution.group_steps import (
     _reads,
     evaluate,
     group_steps,
+    sql_text,
     step_levels,
 )
 from spark_stream_sched.runtime.distribution.groups import group_of_rows
@@ -92,3 +93,9 @@ def test_each_level_reads_only_keys_and_lower_levels() -> None:
     for level in levels:
         assert all(set(_reads(s.expr)) <= seen for s in level)
         seen |= {s.name for s in level}
+
+
+def test_sql_text_writes_spark_functions_literals_and_null_cases() -> None:
+    expr = ("&", (">>>", ("null", "k", ("lit", 0), ("col", "k")), ("lit", 32)), ("lit", 7))
+    assert sql_text(expr) == (
+        "(shiftrightunsigned(CASE WHEN k IS NULL THEN 0L ELSE k END, 32) & 7L)")

@@ -71,7 +71,7 @@ def test_only_keys_without_steps_cross_into_python(spark: Any, tmp_path: Any, ke
 
 def test_steps_are_computed_once_above_a_union_of_inputs(spark: Any) -> None:
     # a stream of several inputs is a union: without the observation Spark's optimizer pushes
-    # every level of steps into each input's branch (planned and compiled once per input)
+    # every level of steps into each input's branch (optimised once per input every batch)
     inputs = [frame(spark, 20) for _ in range(3)]
     union = inputs[0].unionByName(inputs[1]).unionByName(inputs[2])
     kinds = {f.name: f.dataType.typeName() for f in union.schema.fields}

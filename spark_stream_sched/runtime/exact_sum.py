@@ -179,7 +179,8 @@ class ExactSums:
         """Digits of ``|sum|`` (each in ``[0, 2**32)``) and whether each sum is negative."""
         digits = self.limbs
         if np.any(np.abs(digits[-1]) >= 1 << 31):  # keep a limb of headroom for the carries
-            digits = np.concatenate([digits, np.zeros((1, self.groups), np.int64)])
+            top = digits[-1]  # split into a digit and its sign-extending limb (-1 or 0 above)
+            digits = np.concatenate([digits[:-1], [top & 0xFFFFFFFF], [top >> 32]])
         negative = digits[-1] < 0
         if negative.any():
             digits = digits.copy()

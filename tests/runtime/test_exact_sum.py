@@ -142,3 +142,10 @@ def test_running_sums_are_exactly_rounded_prefixes(
     want = [bits(float_sum(b + rows[:j + 1])) for b, rows in segments for j in range(len(rows))]
     assert [bits(x) for x in sums] == want
     assert [bits(x) for x in ends.to_double()] == [bits(float_sum(b + r)) for b, r in segments]
+
+
+def test_trimmed_sum_whose_signed_top_limb_is_minus_2_to_31_keeps_its_sign() -> None:
+    """Found by Hypothesis: -2**-52 twice trimmed to a top limb of -2**31, read as positive."""
+    sums = ExactSums.of_values(np.array([-2.0 ** -52] * 2), np.array([0, 0], np.int64), 1)
+    assert sums.trimmed().to_double().tolist() == [-2.0 ** -51]
+    assert sums.to_double().tolist() == [-2.0 ** -51]

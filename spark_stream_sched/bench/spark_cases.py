@@ -64,7 +64,9 @@ logger = logging.getLogger(__name__)
 Record = dict[str, Any]
 #: Every engine, in the order of the tables.
 ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-tasks", "transform",
-           "ordered-agg-sink", "ordered-agg-sink-unpartitioned", *FLOORS)
+           "transform-keyed", "ordered-agg-sink", "ordered-agg-sink-unpartitioned", *FLOORS)
+#: The do-nothing ``transformWithStateInPandas`` floor of each transformation (same input).
+TWS_FLOORS = {"transform": "floor-tws", "transform-keyed": "floor-tws-keyed"}
 #: ``(engine, workload, output directory, files per input per batch, floor) -> record``.
 RunEngine = Callable[[str, Workload, Path, int, Floor | None], Record]
 
@@ -107,7 +109,7 @@ def prepare(case: Case, rows: int, n_inputs: int, keys: int, seed: int, size: st
 
     dirs, tables = prepare_data(case.root, rows, n_inputs, keys, seed)
     end_dirs = (with_end_rows(dirs, case.root / "transform-input")
-                if {"transform", "floor-tws"} & set(case.engines) else [])
+                if {*TWS_FLOORS, *TWS_FLOORS.values()} & set(case.engines) else [])
     truth, oracle = truth_of(tables, parse_duration(size, "window"),
                              parse_duration(slide, "slide"))
     work = Workload(tuple(map(str, dirs)), tuple(map(str, end_dirs)), rows, keys, size, slide,
@@ -270,6 +272,8 @@ def sink_counters(records: Sequence[Record]) -> Record:
 def with_ratios(results: list[Record]) -> list[Record]:
     """Add each engine's median over native's and the floors' medians of the same case.
 
+    ``x_tws_floor``: a transformation's median over its :data:`TWS_FLOORS` floor's.
+
     ``driver_marginal_per_m_rows_s`` (the source's engines): the driver's Python CPU less the
     precomputed floor's (process start, imports, offsets: a Python source that reads no row),
     per million input rows: what the driver spends on the rows themselves.
@@ -278,12 +282,14 @@ def with_ratios(results: list[Record]) -> list[Record]:
     floor_driver = next((r.get("cpu_driver_s") for r in results
                          if r["engine"] == "floor-precomputed"), None)
     for r in results:
+        tws_floor = median.get(TWS_FLOORS.get(r["engine"], ""))
         if r["engine"] in SOURCE_SPLIT_ROWS and floor_driver is not None and "cpu_driver_s" in r:
             r["driver_marginal_per_m_rows_s"] = round(
                 (r["cpu_driver_s"] - floor_driver) / (r["rows"] / 1e6), 3)
         r.update(x_floor=ratio(r["seconds_median"], median.get("floor-precomputed")),
                  x_empty_floor=ratio(r["seconds_median"], median.get("floor-empty")),
                  x_python_floor=ratio(r["seconds_median"], median.get("floor-python")),
+                 x_tws_floor=ratio(r["seconds_median"], tws_floor),
                  speedup_vs_native=ratio(median.get("native"), r["seconds_median"]),
                  speedup_vs_minby=ratio(median.get("native-minby"), r["seconds_median"]))
     return results

@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 ORACLE_MAX_ROWS = 300_000
 FILES_PER_INPUT = 16
 AGGREGATES = ("count(*) as n", "avg(value) as mean", "first(value) as first_v")
+#: transform-keyed's operators before the windows: a keyed row operator that keeps every row
+#: (so the windows, and the truth, are those without it).
+KEYED_STAGES = ("delta(value) as change",)
 #: Boolean column of the transformation's inputs; true on the end-of-input row only.
 END_COLUMN = "end_of_input"
 #: The file holding that row; it sorts, and is admitted, after every data file.

@@ -41,7 +41,7 @@ import pyarrow as pa
 #: Floors that replay the source's precomputed micro-batches.
 SOURCE_FLOORS = ("floor-precomputed", "floor-empty")
 #: Floors that read the file streams of native, the transformation and the sink.
-INPUT_FLOORS = ("floor-input", "floor-python", "floor-tws")
+INPUT_FLOORS = ("floor-input", "floor-python", "floor-tws", "floor-tws-keyed")
 #: Engines of the floors, as named in the results.
 FLOORS = (*SOURCE_FLOORS, *INPUT_FLOORS)
 #: Floors that emit no result rows (nothing to compare with the truth).

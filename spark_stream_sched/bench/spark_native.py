@@ -15,6 +15,11 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   the driver only their timestamps);
 * **transform**: ``ordered(...)`` over the N file streams -> ``window`` -> ``agg``
   (``transformWithStateInPandas``, RocksDB state) into Spark's Parquet sink;
+  **transform-keyed** the same with a keyed row operator before the windows
+  (:data:`~.spark_data.KEYED_STAGES`, ``delta(value)`` per meter: every row, with every input
+  column, waits in the group's state until it is ready and passes through the operator; the
+  windows, and so the truth, are those without it). Its sequence is an integer position
+  (keyed operators need one): the file's number and the row index;
 * **ordered-agg-sink**: the native union of N file streams through
   :func:`~spark_stream_sched.spark.sink.partition_for_sink` into
   ``writeStream.format("ordered-agg")``, then ``finish_sink``; **ordered-agg-sink-unpartitioned**
@@ -25,7 +30,8 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   by Spark into the ``noop`` sink, or handed to a Python ``mapInArrow`` that only counts them
   (:mod:`.spark_floor`): the least an engine reading Spark's inputs, or one running Python on
   them, can take; **floor-tws**: the transformation's packed input through
-  ``transformWithStateInPandas`` with a processor that does nothing.
+  ``transformWithStateInPandas`` with a processor that does nothing; **floor-tws-keyed** the
+  same for transform-keyed's input (every column, the integer sequence).
 
 This module holds the queries; :mod:`.spark_bench` runs the cases (the engines that scale also
 on ``local[1]``, ``local[2]`` and a cluster, projected by :mod:`.spark_model`), :mod:`.spark_cli`
@@ -43,6 +49,7 @@ from typing import Any
 from spark_stream_sched.bench.spark_data import (  # re-exported for tests/spark/test_job.py
     AGGREGATES,
     END_COLUMN,
+    KEYED_STAGES,
     SOURCE_SPLIT_ROWS,
     Workload,
     reference_windows,
@@ -91,12 +98,12 @@ def _run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
     if engine in SOURCE_SPLIT_ROWS:
         return run_ordered(spark, work, out, work.max_records(files) if files else None,
                            SOURCE_SPLIT_ROWS[engine])
-    if engine == "transform":
-        return run_transform(spark, work, out, files)
+    if engine in ("transform", "transform-keyed"):
+        return run_transform(spark, work, out, files, keyed=engine == "transform-keyed")
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
         return run_sink(spark, work, out, files, partitioned=engine == "ordered-agg-sink")
-    if engine == "floor-tws":
-        return run_tws_floor(spark, work, out, files)
+    if engine in ("floor-tws", "floor-tws-keyed"):
+        return run_tws_floor(spark, work, out, files, keyed=engine == "floor-tws-keyed")
     if engine in INPUT_FLOORS:
         return run_input_floor(spark, work, out, files, python=engine == "floor-python")
     if floor is None:
@@ -190,24 +197,30 @@ def run_ordered(spark: Any, work: Workload, out: Path, max_records: int | None,
     return {"seconds": _run_query(_to_parquet(frame, out))}
 
 
-def run_transform(spark: Any, work: Workload, out: Path, files: int) -> Record:
+def run_transform(spark: Any, work: Workload, out: Path, files: int,
+                  keyed: bool = False) -> Record:
     """``ordered(...)`` over one file stream per input (with its end row) into Parquet.
 
-    The sequence is each row's file name and row index (as the sink's); the session settings
-    ``configure`` makes (RocksDB state store) are undone afterwards, so native keeps Spark's
-    default state store.
+    The sequence is each row's file name and row index (as the sink's); ``keyed``: the
+    operators :data:`~.spark_data.KEYED_STAGES` before the windows, over an integer sequence.
+    The session settings ``configure`` makes (RocksDB state store) are undone afterwards, so
+    native keeps Spark's default state store.
     """
     from spark_stream_sched.spark.transform import configure
 
     with _session_settings(spark):
         configure(spark)
-        windows = _ordered_inputs(spark, work, files).window(work.size, work.slide).agg(
+        windows = _ordered_inputs(spark, work, files, keyed).window(work.size, work.slide).agg(
             *AGGREGATES)
         return {"seconds": _run_query(_to_parquet(windows, out))}
 
 
-def run_tws_floor(spark: Any, work: Workload, out: Path, files: int) -> Record:
-    """The transformation's packed input through ``transformWithStateInPandas`` doing nothing."""
+def run_tws_floor(spark: Any, work: Workload, out: Path, files: int,
+                  keyed: bool = False) -> Record:
+    """The transformation's packed input through ``transformWithStateInPandas`` doing nothing.
+
+    ``keyed``: transform-keyed's input (every column and the integer sequence).
+    """
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     from spark_stream_sched.bench.spark_floor_sources import DiscardingProcessor
@@ -216,7 +229,7 @@ def run_tws_floor(spark: Any, work: Workload, out: Path, files: int) -> Record:
 
     with _session_settings(spark):
         configure(spark)
-        streams = _ordered_inputs(spark, work, files)
+        streams = _ordered_inputs(spark, work, files, keyed)
         packed, _ = packed_inputs(streams, streams.spec(AGGREGATES, (work.size, work.slide)))
         frame = packed.groupBy(GROUP).transformWithStateInPandas(
             DiscardingProcessor(), StructType([StructField("nothing", BinaryType())]), "Append",
@@ -227,18 +240,31 @@ def run_tws_floor(spark: Any, work: Workload, out: Path, files: int) -> Record:
     return {"seconds": seconds, "rows_read": _rows_read(query) - work.n_inputs}
 
 
-def _ordered_inputs(spark: Any, work: Workload, files: int) -> Any:
-    """``ordered(...)`` over one file stream per input with its end row (not yet a query)."""
+def _ordered_inputs(spark: Any, work: Workload, files: int, keyed: bool = False) -> Any:
+    """``ordered(...)`` over one file stream per input with its end row (not yet a query).
+
+    ``keyed``: with :data:`~.spark_data.KEYED_STAGES`, whose sequence must be an integer:
+    ``file number * 2**32 + row index`` (the end-of-input file, which is not data, gets the
+    number 2**20, after every data file).
+    """
     import pyarrow as pa
+    from pyspark.sql import functions as F  # noqa: N812
 
     from spark_stream_sched.jobs.runner import INPUT_ID_COLUMN, SEQUENCE_COLUMN, file_streams
     from spark_stream_sched.spark.transform import ordered
 
     schema = work.schema.append(pa.field(END_COLUMN, pa.bool_()))
-    inputs = [file_streams(spark, [Path(d)], "parquet", schema, files, with_position=True)
+    inputs = [file_streams(spark, [Path(d)], "parquet", schema, files, with_position=not keyed)
               .drop(INPUT_ID_COLUMN) for d in work.end_dirs]
+    if not keyed:
+        return ordered(inputs, sequence=SEQUENCE_COLUMN, timestamp="ts", keys=["meter"],
+                       end_of_input=END_COLUMN)
+    number = F.regexp_extract(F.col("_metadata.file_name"), r"^part-(\d+)\.", 1)
+    number = F.when(number == "", F.lit(1 << 20)).otherwise(number.cast("long"))
+    inputs = [df.withColumn(SEQUENCE_COLUMN, number * F.lit(1 << 32)
+                            + F.col("_metadata.row_index")) for df in inputs]
     return ordered(inputs, sequence=SEQUENCE_COLUMN, timestamp="ts", keys=["meter"],
-                   end_of_input=END_COLUMN)
+                   end_of_input=END_COLUMN).operators(*KEYED_STAGES)
 
 
 @contextmanager

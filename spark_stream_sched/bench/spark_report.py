@@ -10,6 +10,7 @@ Record = dict[str, Any]
 TIMES = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
          ("seconds_median", "median s"), ("x_floor", "x floor"),
          ("x_empty_floor", "x empty floor"), ("x_python_floor", "x python floor"),
+         ("x_tws_floor", "x tws floor"),
          ("speedup_vs_native", "native/this"), ("speedup_vs_minby", "minby/this"),
          ("matches_truth", "= truth"), ("emitted_match_truth", "emitted = truth"),
          ("identical_over_runs", "same over runs"),
@@ -113,7 +114,9 @@ def _workload(results: Sequence[Record]) -> str:
             f"{r['oracle']}; long case: the source's default AvailableNow sizing; x floor = "
             f"median / floor-precomputed median of the same case (the source's floor); x "
             f"python floor = median / floor-python median (the rows handed to Python, the "
-            f"transformation's and the sink's floor); native/this = native median / median; "
+            f"transformation's and the sink's floor); x tws floor = a transformation's median "
+            f"/ its do-nothing transformWithStateInPandas floor's (floor-tws, floor-tws-keyed: "
+            f"the same packed input); native/this = native median / median; "
             f"minby/this = native-minby median / median (native with min_by over Spark's file "
             f"positions: the correct native first value); emitted = truth: every window "
             f"emitted has the true count and first value (native leaves the last windows "

@@ -10,7 +10,7 @@ from spark_stream_sched.bench import spark_bench, spark_cases
 from spark_stream_sched.bench.spark_report import format_results
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-OURS = ("ordered-agg", "ordered-agg-tasks", "transform", "ordered-agg-sink",
+OURS = ("ordered-agg", "ordered-agg-tasks", "transform", "transform-keyed", "ordered-agg-sink",
         "ordered-agg-sink-unpartitioned", "floor-precomputed")
 
 
@@ -30,7 +30,8 @@ def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> Non
     for engine in OURS[:-1]:  # the floor replays batching A only
         assert by[engine]["identical_across_batchings"] is True, engine
     assert by["floor-empty"]["windows_emitted"] == 0
-    for floor in ("floor-input", "floor-python", "floor-tws"):  # read every row, emit nothing
+    # the input floors read every row and emit nothing
+    for floor in ("floor-input", "floor-python", "floor-tws", "floor-tws-keyed"):
         assert by[floor]["rows_read"] == [4_000], floor
         assert by[floor]["matches_truth"] is None, floor
         assert by[floor]["windows_emitted"] == 0, floor
@@ -57,6 +58,10 @@ def test_ratios_are_against_native_and_the_floors_of_the_same_run(results) -> No
         assert r["x_floor"] == round(r["seconds_median"] / median["floor-precomputed"], 2)
         assert r["x_empty_floor"] == round(r["seconds_median"] / median["floor-empty"], 2)
         assert r["x_python_floor"] == round(r["seconds_median"] / median["floor-python"], 2)
+    by = {r["engine"]: r for r in results}
+    for engine, floor in [("transform", "floor-tws"), ("transform-keyed", "floor-tws-keyed")]:
+        assert by[engine]["x_tws_floor"] == round(median[engine] / median[floor], 2)
+    assert by["ordered-agg-sink"]["x_tws_floor"] is None  # not a transformation
 
 
 def test_the_partitioned_sink_merges_on_the_executors_and_reports_its_cpu(results) -> None:
@@ -68,7 +73,8 @@ def test_the_partitioned_sink_merges_on_the_executors_and_reports_its_cpu(result
     # without partition_for_sink every group's rows reach several tasks: the driver merges them
     assert spread["rows_on_driver"] == 4_000
     assert spread["groups_on_driver"] > 0
-    for engine in ("transform", "ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
+    for engine in ("transform", "transform-keyed", "ordered-agg-sink",
+                   "ordered-agg-sink-unpartitioned"):
         assert by[engine]["cpu_tasks_s"] > 0, engine  # their Python work runs in the tasks
         assert by[engine]["cpu_jvm_s"] > 0, engine
     assert "sink_driver_cpu_s" not in by["transform"]
@@ -82,3 +88,4 @@ def test_the_report_has_the_times_and_the_cpu_tables(results) -> None:
     assert "marker driver %" in text
     assert text.count("ordered-agg-sink-unpartitioned") == 2
     assert "x python floor" in text
+    assert "x tws floor" in text

@@ -201,11 +201,15 @@ class ExactSums:
 
 
 def concat(parts: Sequence[ExactSums]) -> ExactSums:
-    """The groups of ``parts`` one after another, on one limb range."""
+    """The groups of ``parts`` one after another, on one limb range.
+
+    A part on fewer limbs has zero limbs above its signed top; the carries make its top limb
+    the sign limb again (else a negative sum would read as a large positive one).
+    """
     low = min(p.low for p in parts)
     n = max(p.low + len(p.limbs) for p in parts) - low
-    return ExactSums(low, np.concatenate([p.aligned(low, n) for p in parts], axis=1),
-                     np.concatenate([p.special for p in parts]))
+    return ExactSums.of_digits(low, np.concatenate([p.aligned(low, n) for p in parts], axis=1),
+                               np.concatenate([p.special for p in parts]))
 
 
 def extent(nonzero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

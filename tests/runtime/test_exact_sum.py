@@ -6,6 +6,7 @@ import math
 import random
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -149,3 +150,28 @@ def test_trimmed_sum_whose_signed_top_limb_is_minus_2_to_31_keeps_its_sign() -> 
     sums = ExactSums.of_values(np.array([-2.0 ** -52] * 2), np.array([0, 0], np.int64), 1)
     assert sums.trimmed().to_double().tolist() == [-2.0 ** -51]
     assert sums.to_double().tolist() == [-2.0 ** -51]
+
+
+@PROFILE
+@given(parts=st.lists(st.tuples(st.lists(doubles, max_size=4), st.booleans()), min_size=1,
+                      max_size=4))
+def test_concatenated_sums_keep_their_values_on_any_limb_ranges(
+        parts: list[tuple[list[float], bool]]) -> None:
+    """One sum per part, trimmed or not, side by side (``concat``) and read back from Arrow
+    chunks (``from_arrow``): each keeps its value, whatever limbs its neighbours use."""
+    sums = [ExactSums.of_values(np.array(v, np.float64), np.zeros(len(v), np.int64), 1)
+            for v, _ in parts]
+    sums = [s.trimmed() if trim else s for s, (_, trim) in zip(sums, parts, strict=True)]
+    want = [bits(float_sum(v)) for v, _ in parts]
+    assert [bits(x) for x in concat(sums).to_double()] == want
+    chunked = pa.chunked_array([to_arrow(s) for s in sums])
+    assert [bits(x) for x in from_arrow(chunked).to_double()] == want
+
+
+def test_a_negative_sum_beside_a_sum_on_higher_limbs_stays_negative() -> None:
+    """A part on fewer limbs sits under zero limbs in ``concat``: its top limb must become the
+    sign again (-1.0 beside 2**100 read as 7.0e13 before)."""
+    negative = ExactSums.of_values(np.array([-1.0]), np.zeros(1, np.int64), 1).trimmed()
+    wide = ExactSums.of_values(np.array([2.0 ** 100]), np.zeros(1, np.int64), 1)
+    assert concat([negative, wide]).to_double().tolist() == [-1.0, 2.0 ** 100]
+    assert concat([wide, negative]).to_double().tolist() == [2.0 ** 100, -1.0]

@@ -97,10 +97,17 @@ class ValueStateStore:
     ``load`` reads it (None: a fresh group) and checks that this query wrote it; ``save`` writes
     the group's new state with ``bound`` (the ready bound the batch used), or clears the value
     when the group holds nothing. Spark commits, versions and prunes it with the checkpoint.
+
+    ``rows_schema``: the pending rows in memory (payload, ``__input``, ``__seq``). They are
+    stored without ``__seq``, which is the ``sequence_column`` as it is (an integer one as
+    int64), and get it back on load: for a ``file#row`` text sequence that column was a third
+    of the stored bytes. A value stored with ``__seq`` (before 2026-11-26) loads as well.
     """
 
-    def __init__(self, state: Any, spec: QuerySpec, rows_schema: pa.Schema) -> None:
+    def __init__(self, state: Any, spec: QuerySpec, rows_schema: pa.Schema,
+                 sequence_column: str) -> None:
         self._state, self._spec, self._rows_schema = state, spec, rows_schema
+        self._sequence_column = sequence_column
         self._loaded: GroupState | None = None
         self.bound: int | None = None
 
@@ -123,6 +130,9 @@ class ValueStateStore:
                 f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
                 f"the state would mix two queries; restart with a new checkpointLocation")
         rows = from_ipc(bytes(pending))
+        if SEQ_COL in rows.schema.names:  # stored with __seq (the layout before 2026-11-26)
+            rows = rows.drop_columns([SEQ_COL])
+        rows = with_seq(rows, self._sequence_column)
         if _columns(rows.schema) != _columns(self._rows_schema):
             raise StateError(
                 f"ordered(): the pending rows in this query's checkpoint have the columns "
@@ -139,8 +149,8 @@ class ValueStateStore:
             self._state.clear()
             return
         pending = state.pending if state.pending is not None else self._rows_schema.empty_table()
-        self._state.update((to_ipc(pending, PENDING_COMPRESSION), state.window, self.bound,
-                            self._spec.fingerprint()))
+        self._state.update((to_ipc(pending.drop_columns([SEQ_COL]), PENDING_COMPRESSION),
+                            state.window, self.bound, self._spec.fingerprint()))
 
 
 class OrderedProcessor(StatefulProcessor):
@@ -198,11 +208,13 @@ class OrderedProcessor(StatefulProcessor):
               timer_values: TimerValues) -> Iterator[pd.DataFrame]:
         watermark = timer_values.getCurrentWatermarkInMs()
         bound = ready_bound_from_watermark(watermark)
-        store = ValueStateStore(self._state, self.spec, self._rows_schema())
+        store = ValueStateStore(self._state, self.spec, self._rows_schema(),
+                                self.sequence_column)
         store.load(group)
         last_bound = store.bound
         store.bound = last_bound if bound is None else bound
-        rows = self._with_seq(new) if new is not None else self._rows_schema().empty_table()
+        rows = (with_seq(new, self.sequence_column) if new is not None
+                else self._rows_schema().empty_table())
         batch = GroupedBatch(self.spec, self.input_schema, (group,),
                              late=OUT_OF_ORDER.replace("{column}", self.sequence_column))
         result = batch.run(rows, store, last_bound, bound)
@@ -220,17 +232,6 @@ class OrderedProcessor(StatefulProcessor):
         return self.input_schema.append(pa.field(INPUT_COL, pa.int32())).append(
             pa.field(SEQ_COL, kind))
 
-    def _with_seq(self, rows: pa.Table) -> pa.Table:
-        """Rows with ``__seq``: each row's position, its sequence column's value.
-
-        An integer column is taken as int64; any other sortable type (e.g. ``file#row`` text)
-        as it is -- the merge sorts positions of either kind.
-        """
-        column = rows.column(self.sequence_column)
-        if pa.types.is_integer(column.type):
-            column = pc.cast(column, pa.int64())
-        return rows.append_column(SEQ_COL, column)
-
     def _keep_timer(self, watermark: int, holds_state: bool) -> None:
         """One timer at ``watermark + 1`` while the group holds rows or open windows."""
         wanted = max(watermark, 0) + 1
@@ -240,6 +241,18 @@ class OrderedProcessor(StatefulProcessor):
                 self._handle.deleteTimer(timer)
         if holds_state and wanted not in timers:  # Spark warns about a timer registered twice
             self._handle.registerTimer(wanted)
+
+
+def with_seq(rows: pa.Table, sequence_column: str) -> pa.Table:
+    """Rows with ``__seq``: each row's position, its sequence column's value.
+
+    An integer column is taken as int64; any other sortable type (e.g. ``file#row`` text) as it
+    is -- the merge sorts positions of either kind.
+    """
+    column = rows.column(sequence_column)
+    if pa.types.is_integer(column.type):
+        column = pc.cast(column, pa.int64())
+    return rows.append_column(SEQ_COL, column)
 
 
 def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:

@@ -28,7 +28,6 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
@@ -41,9 +40,11 @@ from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.engine.batch import GroupedBatch
 from spark_stream_sched.runtime.engine.packing import (
     from_ipc,
+    pending_from_ipc,
+    pending_to_ipc,
     results_frame,
-    to_ipc,
     unpack_frames,
+    with_seq,
 )
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, INPUT_COL, SEQ_COL, TS_MAX
 from spark_stream_sched.runtime.query.spec import QuerySpec
@@ -98,10 +99,9 @@ class ValueStateStore:
     the group's new state with ``bound`` (the ready bound the batch used), or clears the value
     when the group holds nothing. Spark commits, versions and prunes it with the checkpoint.
 
-    ``rows_schema``: the pending rows in memory (payload, ``__input``, ``__seq``). They are
-    stored without ``__seq``, which is the ``sequence_column`` as it is (an integer one as
-    int64), and get it back on load: for a ``file#row`` text sequence that column was a third
-    of the stored bytes. A value stored with ``__seq`` (before 2026-11-26) loads as well.
+    ``rows_schema``: the pending rows in memory (payload, ``__input``, ``__seq``); they are
+    stored without ``__seq`` and get it back from ``sequence_column`` on load
+    (:func:`~spark_stream_sched.runtime.engine.packing.pending_to_ipc`).
     """
 
     def __init__(self, state: Any, spec: QuerySpec, rows_schema: pa.Schema,
@@ -129,10 +129,7 @@ class ValueStateStore:
                 f"definition (fingerprint {written_by}, this query {self._spec.fingerprint()}): "
                 f"the window, keys, aggregates, operators, inputs or timestamp changed. Keeping "
                 f"the state would mix two queries; restart with a new checkpointLocation")
-        rows = from_ipc(bytes(pending))
-        if SEQ_COL in rows.schema.names:  # stored with __seq (the layout before 2026-11-26)
-            rows = rows.drop_columns([SEQ_COL])
-        rows = with_seq(rows, self._sequence_column)
+        rows = pending_from_ipc(bytes(pending), self._sequence_column)
         if _columns(rows.schema) != _columns(self._rows_schema):
             raise StateError(
                 f"ordered(): the pending rows in this query's checkpoint have the columns "
@@ -149,8 +146,8 @@ class ValueStateStore:
             self._state.clear()
             return
         pending = state.pending if state.pending is not None else self._rows_schema.empty_table()
-        self._state.update((to_ipc(pending.drop_columns([SEQ_COL]), PENDING_COMPRESSION),
-                            state.window, self.bound, self._spec.fingerprint()))
+        self._state.update((pending_to_ipc(pending, PENDING_COMPRESSION), state.window,
+                            self.bound, self._spec.fingerprint()))
 
 
 class OrderedProcessor(StatefulProcessor):
@@ -241,18 +238,6 @@ class OrderedProcessor(StatefulProcessor):
                 self._handle.deleteTimer(timer)
         if holds_state and wanted not in timers:  # Spark warns about a timer registered twice
             self._handle.registerTimer(wanted)
-
-
-def with_seq(rows: pa.Table, sequence_column: str) -> pa.Table:
-    """Rows with ``__seq``: each row's position, its sequence column's value.
-
-    An integer column is taken as int64; any other sortable type (e.g. ``file#row`` text) as it
-    is -- the merge sorts positions of either kind.
-    """
-    column = rows.column(sequence_column)
-    if pa.types.is_integer(column.type):
-        column = pc.cast(column, pa.int64())
-    return rows.append_column(SEQ_COL, column)
 
 
 def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:

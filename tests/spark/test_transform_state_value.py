@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.runtime.engine.packing import to_ipc
+from spark_stream_sched.runtime.engine.packing import to_ipc, with_seq
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.query.spec import spec_from_options
 from spark_stream_sched.runtime.state.store import GroupState
@@ -22,7 +22,6 @@ from spark_stream_sched.spark.transform_processor import (
     PENDING_COMPRESSION,
     ValueStateStore,
     from_ipc,
-    with_seq,
 )
 
 SPEC = spec_from_options({"aggregates": "count(*) as n", "keyColumns": "meter",

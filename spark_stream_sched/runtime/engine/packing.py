@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.distribution.groups import group_of_rows, split_by_group
-from spark_stream_sched.runtime.packets import INPUT_COL
+from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 
 #: Columns of the packed rows: the partition group and its rows (Arrow IPC stream bytes).
 GROUP, ROWS = "_sss_group", "_sss_rows"
@@ -47,6 +47,38 @@ def to_ipc(table: pa.Table, compression: str | None = None) -> bytes:
 def from_ipc(data: bytes | pa.Buffer) -> pa.Table:
     """The table :func:`to_ipc` wrote (compressed or not: the stream says)."""
     return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+
+
+def with_seq(rows: pa.Table, sequence_column: str) -> pa.Table:
+    """Rows with ``__seq``: each row's position, its sequence column's value.
+
+    An integer column is taken as int64; any other sortable type (e.g. ``file#row`` text) as it
+    is -- the merge sorts positions of either kind.
+    """
+    column = rows.column(sequence_column)
+    if pa.types.is_integer(column.type):
+        column = pc.cast(column, pa.int64())
+    return rows.append_column(SEQ_COL, column)
+
+
+def pending_to_ipc(rows: pa.Table, compression: str | None) -> bytes:
+    """A group's pending rows as stored: Arrow IPC without ``__seq``.
+
+    :func:`with_seq` of the sequence column restores it (a ``file#row`` text position would
+    otherwise be stored twice).
+    """
+    return to_ipc(rows.drop_columns([SEQ_COL]), compression)
+
+
+def pending_from_ipc(data: bytes | pa.Buffer, sequence_column: str) -> pa.Table:
+    """The rows :func:`pending_to_ipc` stored, with ``__seq`` again.
+
+    Rows stored with ``__seq`` (the layout before 2026-11-26) are read too.
+    """
+    rows = from_ipc(data)
+    if SEQ_COL in rows.schema.names:
+        rows = rows.drop_columns([SEQ_COL])
+    return with_seq(rows, sequence_column)
 
 
 def pack(batches: Iterable[pa.RecordBatch], payload: pa.Schema, keys: Sequence[str],

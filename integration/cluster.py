@@ -28,16 +28,44 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 JOB = Path(__file__).resolve().parents[1] / "spark_stream_sched" / "jobs" / "ordered_agg_job.py"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port free now and not handed out before in this process.
+
+    The kernel may give a released port again; a master and a worker started side by side
+    would then race for one web UI port, and the loser would take the next one silently.
+    """
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+
+
+class MasterNotReady(OSError):
+    """The master's web UI answered, but not with its JSON status."""
 
 
 def master_status(ui_port: int) -> dict:
-    """The master's JSON status (``/json/``): workers, their state and cores used."""
+    """The master's JSON status (``/json/``): workers, their state and cores used.
+
+    Raises :class:`MasterNotReady` (naming the port and the start of what came back) when the
+    answer is not a JSON object with the master's ``url``; connection errors pass through.
+    """
     with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as r:
-        return json.loads(r.read())
+        body = r.read()
+    try:
+        status = json.loads(body)
+    except ValueError:
+        status = None
+    if not isinstance(status, dict) or "url" not in status:
+        raise MasterNotReady(f"the web UI on 127.0.0.1:{ui_port} answered /json/ with "
+                             f"{body[:120]!r}, not the master's status")
+    return status
 
 
 def cores_used(ui_port: int, worker_ui_port: int) -> int:
@@ -50,18 +78,26 @@ def cores_used(ui_port: int, worker_ui_port: int) -> int:
 
 
 def wait_for_workers(ui_port: int, workers: int, timeout: float,
-                     check: Callable[[], None] = lambda: None) -> bool:
-    """Poll the master until ``workers`` are alive; ``check`` may raise to stop early."""
+                     check: Callable[[], None] = lambda: None) -> None:
+    """Poll the master until ``workers`` are alive; ``check`` may raise to stop early.
+
+    A master still starting refuses connections or may answer with something that is not its
+    status yet (:class:`MasterNotReady`); both are retried until ``timeout``, then
+    ``TimeoutError`` names the last failed poll.
+    """
     deadline = time.monotonic() + timeout
+    last: str = "none failed"
     while time.monotonic() < deadline:
         try:
-            if master_status(ui_port).get("aliveworkers", 0) >= workers:
-                return True
-        except OSError:
-            pass
+            alive = master_status(ui_port).get("aliveworkers", 0)
+            if alive >= workers:
+                return
+            last = f"{alive} alive"
+        except OSError as exc:
+            last = str(exc)
         check()
         time.sleep(1)
-    return False
+    raise TimeoutError(f"{workers} workers not alive after {timeout} s (last poll: {last})")
 
 
 def spark_env() -> dict[str, str]:
@@ -113,9 +149,10 @@ class StandaloneCluster:
                 if proc.poll() is not None:
                     raise RuntimeError(f"a cluster process exited early; see logs in {self.root}")
 
-        if not wait_for_workers(self.ui_port, workers, timeout, exited_early):
-            raise TimeoutError(f"{workers} workers not alive after {timeout} s; logs in "
-                               f"{self.root}")
+        try:
+            wait_for_workers(self.ui_port, workers, timeout, exited_early)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; logs in {self.root}") from None
 
     def _start_worker(self, index: int) -> subprocess.Popen[bytes]:
         work = self.root / f"worker-{index}"

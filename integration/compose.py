@@ -89,10 +89,11 @@ class ComposeCluster:
         return master_status(self.ui_port)
 
     def wait_alive(self, workers: int, timeout: float) -> None:
-        if wait_for_workers(self.ui_port, workers, timeout):
-            return
-        logs = self.compose("logs", "--tail", "30", check=False).stdout
-        raise TimeoutError(f"{workers} workers not alive after {timeout} s:\n{logs}")
+        try:
+            wait_for_workers(self.ui_port, workers, timeout)
+        except TimeoutError as exc:
+            logs = self.compose("logs", "--tail", "30", check=False).stdout
+            raise TimeoutError(f"{exc}:\n{logs}") from None
 
     def job_dir(self, name: str) -> Path:
         """A fresh directory under the shared data directory (same path in every container)."""

@@ -272,10 +272,14 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     other keys are tagged by a ``mapInArrow`` step in Python. Without this function the sink
     stays correct, but a group whose rows reach several tasks is merged on the driver
     (``groups_on_driver`` in the commit record). The shuffle is Spark's own; the column is
-    dropped again before the sink.
+    dropped again before the sink. Columns the query does not use
+    (:meth:`~spark_stream_sched.runtime.engine.sink_config.SinkConfig.stream_columns`) are
+    dropped before the shuffle, so Spark neither reads nor moves them.
     """
     config = parse_sink_options(options)
     keys, groups = config.spec.key_columns, config.spec.partition_groups
+    used = config.stream_columns(_arrow_schema(df.schema))
+    df = df.select(*used) if len(used) < len(df.columns) else df
     column = "__ordered_agg_group"
     kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}
     if all(kinds.get(k) in _STEP_KEYS for k in keys):

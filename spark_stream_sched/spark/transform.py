@@ -48,11 +48,7 @@ from spark_stream_sched.runtime.query.spec import (
     QuerySpec,
     spec_from_options,
 )
-from spark_stream_sched.runtime.window.aggregator import (
-    BOUND_COLUMNS,
-    SPARK_TIMESTAMP,
-    WindowAggregator,
-)
+from spark_stream_sched.runtime.window.aggregator import BOUND_COLUMNS, SPARK_TIMESTAMP
 from spark_stream_sched.spark.transform_processor import OrderedProcessor
 
 if TYPE_CHECKING:
@@ -247,17 +243,14 @@ def _check_inputs(s: OrderedStreams) -> Any:
 def _read_columns(s: OrderedStreams, spec: QuerySpec, payload: Any) -> Any:
     """The payload columns the query reads (Spark then reads only those from its source).
 
-    Windows read the timestamp, the keys and the aggregates' columns, plus ``sequence``; keyed
-    operators return every input column, so they keep all. Fewer columns also mean fewer bytes
-    in the rows each group keeps pending in the state store.
+    :meth:`QuerySpec.used_columns` plus ``sequence``: a window query's timestamp, keys and
+    aggregated columns; every column for keyed operators (they return them). Fewer columns
+    also mean fewer bytes in the rows each group keeps pending in the state store.
     """
     from pyspark.sql import types as T  # noqa: N812
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    group = spec.build_group(to_arrow_schema(payload, timezone="UTC"))
-    if not isinstance(group, WindowAggregator):
-        return payload
-    read = {*group.columns, s.timestamp, s.sequence, *s.keys}
+    read = {*spec.used_columns(to_arrow_schema(payload, timezone="UTC")), s.sequence}
     return T.StructType([f for f in payload.fields if f.name in read])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.spark
 EDGES = [0, -1, 2**63 - 1, -2**63, None]
 SCHEMA = ("a long, b int, c boolean, t timestamp, s short, x byte, d date, v double, "
           "name string")
+SCHEMA_NAMES = [column.split()[0] for column in SCHEMA.split(", ")]
 
 
 def frame(spark: Any, rows: int = 400) -> Any:
@@ -65,8 +67,30 @@ def test_only_keys_without_steps_cross_into_python(spark: Any, tmp_path: Any, ke
             "window": "10 seconds", "aggregates": "count(*) as n"}
     moved = sink.partition_for_sink(df, opts, partitions=3)
     assert ("MapInArrow" in _plan(moved)) is python_step
-    assert moved.columns == df.columns
+    assert moved.columns == df.columns  # without sequenceColumn every column orders ties
     assert moved.count() == 10
+
+
+@pytest.mark.parametrize(("query", "kept"), [
+    ({"aggregates": "count(*) as n", "sequenceColumn": "b"}, ["a", "b", "t", "x"]),
+    ({"aggregates": "first(v) as f, count_where(c) as n", "sequenceColumn": "b"},
+     ["a", "b", "c", "t", "x", "v"]),
+    ({"aggregates": "count(*) as n", "where": "s > 0", "sequenceColumn": "d"},
+     ["a", "t", "s", "x", "d"]),
+    # ties of one input are ordered by every other column
+    ({"aggregates": "count(*) as n"}, SCHEMA_NAMES),
+    ({"aggregates": "count(*) as n", "operators": "delta(v) as dv", "sequenceColumn": "b"},
+     SCHEMA_NAMES),
+])
+def test_columns_the_query_does_not_use_are_not_shuffled(
+        spark: Any, tmp_path: Any, query: dict[str, str], kept: list[str]) -> None:
+    df = frame(spark, 10)
+    opts = {"path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
+            "inputs": "2", "inputColumn": "x", "keyColumns": "a", "timestampColumn": "t",
+            "window": "10 seconds", **query}
+    moved = sink.partition_for_sink(df, opts, partitions=3)
+    assert moved.columns == kept
+    assert Counter(moved.collect()) == Counter(df.select(*kept).collect())
 
 
 def test_steps_are_computed_once_above_a_union_of_inputs(spark: Any) -> None:

@@ -174,7 +174,7 @@ class GroupedBatch:
 
     def release(self, state: GroupState, rows: pa.Table | None, bound: int | None) -> Loaded:
         """Buffered + new rows of a group split into released (filtered) and pending rows."""
-        parts = [t for t in (state.pending, rows) if t is not None]
+        parts = [self.conformed(t) for t in (state.pending, rows) if t is not None]
         if not parts:
             parts = [empty_rows(self.input_schema)]
         buffered = parts[0] if len(parts) == 1 else pa.concat_tables(
@@ -184,6 +184,18 @@ class GroupedBatch:
             keep = Predicate.compile(self.spec.where, released.schema).evaluate(released)
             released = released.filter(pa.array(keep))
         return state.window, released, pending
+
+    def conformed(self, rows: pa.Table) -> pa.Table:
+        """``rows`` without the columns that are neither the batch's input columns nor internal.
+
+        A source that reads only the columns its query uses (``SourcePlan.read_schema``) meets
+        rows of a release that read all of them: pending rows in the state it wrote, and the
+        rows of a batch it split on the driver and Spark replays.
+        """
+        known = {*self.input_schema.names, INPUT_COL, SEQ_COL}
+        if known.issuperset(rows.schema.names):
+            return rows
+        return rows.select([n for n in rows.schema.names if n in known])
 
     def run_direct(self, loaded: Mapping[int, Loaded], bound: int | None, hold: int | None,
                    loads: dict[int, list[int]], holds: dict[int, int | None],

@@ -57,3 +57,17 @@ class SinkConfig(SpecView):
         """The columns the operators see (no input-id, end, sequence or group column)."""
         drop = {self.input_column, self.end_column, self.sequence_column, GROUP_COL}
         return pa.schema([f for f in schema if f.name not in drop])
+
+    def stream_columns(self, schema: pa.Schema) -> list[str]:
+        """The stream's columns the sink uses, in the stream's order.
+
+        The query's (:meth:`QuerySpec.used_columns` of :meth:`runtime_schema`: every column
+        when it has keyed operators) and the input-id, sequence and end-of-input columns.
+        Without a sequence column every column: rows of one input with equal event times are
+        then ordered by all their other columns (``sink_rows.prepare``).
+        """
+        if self.sequence_column is None:
+            return list(schema.names)
+        used = {*self.spec.used_columns(self.runtime_schema(schema)), self.input_column,
+                self.sequence_column, self.end_column}
+        return [name for name in schema.names if name in used]

@@ -183,6 +183,22 @@ class QuerySpec:
         return Pipeline(parse_stages(self.operators), self.window, self.key_columns,
                         self.aggregates, self.timestamp_column, input_schema)
 
+    def used_columns(self, input_schema: pa.Schema) -> list[str]:
+        """The columns of ``input_schema`` the query uses, in the schema's order.
+
+        A window query uses the timestamp, the keys, the aggregated columns and the columns of
+        the aggregates' predicates and of ``where``; keyed operators return their input rows,
+        so a query with ``operators`` uses every column. A door reads (the source), ships
+        (``ordered()``) or shuffles (the sink's ``partition_for_sink``) only these.
+        """
+        group = self.build_group(input_schema)
+        if not isinstance(group, WindowAggregator):
+            return list(input_schema.names)
+        used = set(group.columns)
+        if self.where is not None:
+            used |= parse_predicate(self.where).columns()
+        return [name for name in input_schema.names if name in used]
+
 
 def check_partition_groups(n: int) -> int:
     """``n`` if it is in ``1 .. MAX_PARTITION_GROUPS`` (ConfigError explaining the bound)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -168,3 +169,35 @@ def test_changed_definition_names_options_as_written(tmp_path) -> None:
                      f"checkpointLocation")
     assert rest == ["also changed: keyColumns is 'meter, site', was 'meter'",
                     "also changed: partitionGroups is 8, was 16"]
+
+
+SCHEMA = pa.schema([("note", pa.string()), ("ts", pa.int64()), ("v", pa.float64()),
+                    ("kind", pa.string()), ("meter", pa.int64()), ("x", pa.int32())])
+
+
+@pytest.mark.parametrize(("aggregates", "where", "operators", "used"), [
+    (("count(*) as n",), None, (), ["ts", "meter"]),
+    (("first(v) as f", "count(*) as n"), None, (), ["ts", "v", "meter"]),
+    (("first_where(v, kind = 'a') as f",), None, (), ["ts", "v", "kind", "meter"]),
+    (("count_where(kind = 'a') as n",), "x > 1", (), ["ts", "kind", "meter", "x"]),
+    (("count(*) as n",), None, ("delta(v) as dv",), SCHEMA.names),
+])
+def test_a_query_uses_its_window_and_filter_columns_or_every_column_with_operators(
+        aggregates: tuple[str, ...], where: str | None, operators: tuple[str, ...],
+        used: list[str]) -> None:
+    spec = QuerySpec(2, 10_000, 5_000, aggregates, key_columns=("meter",), where=where,
+                     operators=operators)
+    assert spec.used_columns(SCHEMA) == used
+
+
+def test_the_sink_keeps_its_input_sequence_and_end_columns() -> None:
+    config = parse_sink_options({"path": "/o", "stateLocation": "/s", "inputs": "2",
+                                 "inputColumn": "x", "sequenceColumn": "note",
+                                 "endOfInputColumn": "done", "keyColumns": "meter",
+                                 "window": "10 seconds", "aggregates": "count(*) as n"})
+    schema = SCHEMA.append(pa.field("done", pa.bool_()))
+    assert config.stream_columns(schema) == ["note", "ts", "meter", "x", "done"]
+    without = parse_sink_options({"path": "/o", "stateLocation": "/s", "inputs": "2",
+                                  "inputColumn": "x", "keyColumns": "meter",
+                                  "window": "10 seconds", "aggregates": "count(*) as n"})
+    assert without.stream_columns(schema) == schema.names  # every column orders ties

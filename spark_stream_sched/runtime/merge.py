@@ -118,13 +118,38 @@ def total_order(ts: np.ndarray, inputs: np.ndarray, seqs: np.ndarray) -> np.ndar
     Rows usually arrive grouped by input, each input's rows in sequence order (a micro-batch's
     rows, a group's rows of one batch); then a stable sort on ``ts`` alone gives the same order
     as the three-key ``lexsort``, about 3x faster on the k sorted runs of k inputs (timsort
-    merges runs). Checking that takes one pass; other orders use the ``lexsort``.
+    merges runs). A group's pending rows followed by a batch's new rows are two such runs: each
+    input's rows are still in sequence order, so a stable sort on ``(ts, input)`` gives the
+    order (about 2x faster than three keys). Checking either takes one pass; other orders use
+    the three-key ``lexsort``.
     """
-    if len(ts) > 1:
-        step_input, step_seq = np.diff(inputs), np.diff(seqs)
-        if bool(np.all((step_input > 0) | ((step_input == 0) & (step_seq >= 0)))):
-            return np.argsort(ts, kind="stable")
+    if len(ts) < 2:
+        return np.arange(len(ts))
+    step_input, step_seq = np.diff(inputs), np.diff(seqs)
+    back = step_seq < 0
+    if not bool(np.any((step_input < 0) | ((step_input == 0) & back))):
+        return np.argsort(ts, kind="stable")
+    if _inputs_in_sequence(inputs, seqs, np.flatnonzero((step_input != 0) | back) + 1):
+        return np.lexsort((inputs, ts))
     return np.lexsort((seqs, inputs, ts))
+
+
+def _inputs_in_sequence(inputs: np.ndarray, seqs: np.ndarray, cuts: np.ndarray) -> bool:
+    """Whether each input's rows are in sequence order, given where runs of one input start.
+
+    ``cuts`` splits the rows into segments of one input whose sequence numbers do not fall;
+    the rows are in order when, per input, each segment starts no lower than its last one
+    ended. Many segments (rows in no particular order) answer False without looking.
+    """
+    if len(cuts) > len(inputs) // 16 + 64:
+        return False
+    starts = np.concatenate([[0], cuts])
+    ends = np.append(cuts, len(inputs)) - 1
+    by_input = np.argsort(inputs[starts], kind="stable")  # each input's segments in turn
+    segment_input = inputs[starts][by_input]
+    first, last = seqs[starts][by_input], seqs[ends][by_input]
+    same = segment_input[1:] == segment_input[:-1]
+    return bool(np.all(~same | (first[1:] >= last[:-1])))
 
 
 def release_ready(rows: pa.Table, bound: int | None, ts_column: str,

@@ -116,16 +116,38 @@ def test_snapshot_round_trip_and_corruption_is_detected() -> None:
         SMerge.restore(other_kind)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 5)),
-                max_size=40),
-       st.booleans())
-def test_total_order_equals_the_three_key_lexsort(rows: list[tuple[int, int, int]],
-                                                  grouped: bool) -> None:
-    """Fast path (rows grouped by input in sequence order) and fallback both equal lexsort."""
-    if grouped:  # the usual layout: by input, each input's rows in sequence order
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 5),
+                          st.integers(0, 2)), max_size=40),
+       st.sampled_from(["any", "grouped", "runs", "runs in sequence"]))
+def test_total_order_equals_the_three_key_lexsort(rows: list[tuple[int, int, int, int]],
+                                                  layout: str) -> None:
+    """Every path equals lexsort: rows grouped by input in sequence order (one run), several
+    such runs (a group's pending rows, then a batch's), with each input's sequence numbers
+    rising across the runs or not, and rows in any order."""
+    if layout == "grouped":  # the usual layout: by input, each input's rows in sequence order
         rows = sorted(rows, key=lambda r: (r[1], r[2]))
-    ts, inputs, seqs = (np.array(c, np.int64).reshape(-1) for c in zip(*rows, strict=True)) \
-        if rows else (np.array([], np.int64),) * 3
+    elif layout == "runs":  # runs (4th field), each by input in sequence order
+        rows = sorted(rows, key=lambda r: (r[3], r[1], r[2]))
+    elif layout == "runs in sequence":  # ... and each input's seqs rise from run to run
+        rows = sorted(((t, i, s + 10 * r, r) for t, i, s, r in rows),
+                      key=lambda r: (r[3], r[1], r[2]))
+    columns = [np.array(c, np.int64) for c in zip(*rows, strict=True)][:3] if rows else (
+        [np.array([], np.int64)] * 3)
+    ts, inputs, seqs = columns
     expected = np.lexsort((seqs, inputs, ts))
     assert total_order(ts, inputs, seqs).tolist() == expected.tolist()
+
+
+def test_pending_then_new_rows_are_recognised_as_in_sequence() -> None:
+    """The layout that takes the two-key sort: runs by input whose sequence numbers rise."""
+    from spark_stream_sched.runtime.merge import _inputs_in_sequence
+
+    inputs = np.array([0, 0, 1, 2, 0, 1, 1, 2])  # pending rows, then the batch's new rows
+    rising = np.array([3, 5, 4, 9, 6, 7, 8, 10])
+    cuts = np.array([2, 3, 4, 5, 7])  # where a segment of one input starts
+    assert _inputs_in_sequence(inputs, rising, cuts)
+    falling = rising.copy()
+    falling[4] = 4  # input 0's new row comes before its pending row 5
+    assert not _inputs_in_sequence(inputs, falling, cuts)
+    assert not _inputs_in_sequence(np.zeros(100, np.int64), np.arange(100), np.arange(1, 100))

@@ -37,13 +37,17 @@ def group_of_rows(rows: pa.Table, key_columns: Sequence[str], n_groups: int) -> 
     """Partition group (int32) of each row of ``rows``.
 
     The key hash is a function of each value alone, so with one key column each *distinct* key
-    is hashed once (dictionary encoding) instead of every row.
+    is hashed once (dictionary encoding) instead of every row; an integer key whose values span
+    few integers hashes that span and looks each row up.
     """
     keys = list(key_columns)
     if not keys:
         return np.zeros(rows.num_rows, np.int32)
     if len(keys) == 1 and rows.num_rows:
         column = rows.column(keys[0]).combine_chunks()
+        dense = _dense_integer_groups(column, keys[0], n_groups)
+        if dense is not None:
+            return dense
         if not pa.types.is_dictionary(column.type):
             try:
                 encoded = pc.dictionary_encode(column, null_encoding="encode")
@@ -54,6 +58,29 @@ def group_of_rows(rows: pa.Table, key_columns: Sequence[str], n_groups: int) -> 
                 per_key = assign_to_partition_group(key_hash(distinct, keys), n_groups)
                 return np.asarray(per_key[encoded.indices.to_numpy()], np.int32)
     return np.asarray(assign_to_partition_group(key_hash(rows, keys), n_groups), np.int32)
+
+
+def _dense_integer_groups(column: pa.Array, name: str, n_groups: int) -> np.ndarray | None:
+    """Groups of an integer key column whose values span few integers, by table lookup.
+
+    Every integer from the least to the greatest value is hashed once (as the column's type,
+    so each group is the one :func:`key_hash` gives) and each row looks its value up: no hash
+    table, unlike dictionary encoding. None when the column is not integer, holds a null, or
+    its values span more integers than 1,024 and a quarter of its rows (then hashing the span
+    would not be cheaper).
+    """
+    if not pa.types.is_integer(column.type) or column.null_count:
+        return None
+    values = column.to_numpy()
+    low, high = int(values.min()), int(values.max())
+    if high - low >= max(len(values) // 4, 1024):
+        return None
+    span = pa.table({name: pa.array(np.arange(low, high + 1, dtype=values.dtype))})
+    per_value = np.asarray(assign_to_partition_group(key_hash(span, [name]), n_groups), np.int32)
+    # offsets from the least value, in int64 (wrapping alike, so exact for uint64 too)
+    offsets = values.astype(np.int64, copy=False) - np.array(low, values.dtype).astype(np.int64)
+    found: np.ndarray = per_value[offsets]
+    return found
 
 
 def initial_groups(n_groups: int, n_tasks: int) -> tuple[int, ...]:

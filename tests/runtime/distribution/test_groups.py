@@ -28,6 +28,27 @@ def test_one_hash_per_distinct_key_equals_one_hash_per_row(column: pa.Array) -> 
     assert group_of_rows(table, ["meter"], 7).tolist() == per_row.tolist()
 
 
+INTEGER_TYPES = {pa.int8(): (-(2**7), 2**7 - 1), pa.uint8(): (0, 2**8 - 1),
+                 pa.int16(): (-(2**15), 2**15 - 1), pa.int32(): (-(2**31), 2**31 - 1),
+                 pa.int64(): (-(2**63), 2**63 - 1), pa.uint64(): (0, 2**63 - 1)}  # key_hash's range
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(INTEGER_TYPES, key=str)), st.data(), st.integers(1, 40))
+def test_integer_keys_looked_up_by_span_equal_one_hash_per_row(
+        arrow_type: pa.DataType, data: st.DataObject, n_groups: int) -> None:
+    """A narrow span (looked up) or a wide one (dictionary), at the type's ends too."""
+    lo, hi = INTEGER_TYPES[arrow_type]
+    base = data.draw(st.sampled_from([lo, max(lo, hi - 2000), 0 if lo < 0 else lo, lo + 1]),
+                     "base")
+    width = data.draw(st.sampled_from([0, 3, 1500, hi - lo]), "width")
+    values = data.draw(st.lists(st.integers(base, min(hi, base + width)), min_size=1,
+                                max_size=60), "values")
+    table = pa.table({"meter": pa.array(values, arrow_type)})
+    per_row = assign_to_partition_group(key_hash(table, ["meter"]), n_groups)
+    assert group_of_rows(table, ["meter"], n_groups).tolist() == per_row.tolist()
+
+
 def test_several_key_columns_and_no_key() -> None:
     table = pa.table({"a": [1, 2, 1], "b": ["x", "y", "x"]})
     groups = group_of_rows(table, ("a", "b"), 5)

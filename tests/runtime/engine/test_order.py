@@ -1,0 +1,65 @@
+"""The result order's sort (``sort_ascending``) against Python's own stable sort."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_stream_sched.runtime.keyed.pipeline import _packed_order, sort_ascending
+
+INT64 = (-(2**63), 2**63 - 1)
+TYPES = {
+    "int8": (pa.int8(), st.integers(-128, 127)),
+    "uint32": (pa.uint32(), st.integers(0, 2**32 - 1)),
+    "int64 small": (pa.int64(), st.integers(-5, 5)),
+    "int64 any": (pa.int64(), st.integers(*INT64)),  # spans beyond int64: Arrow's sort
+    "uint64": (pa.uint64(), st.integers(0, 2**64 - 1)),
+    "timestamp": (pa.timestamp("us", "UTC"), st.integers(-(10**15), 10**15)),
+    "duration": (pa.duration("ms"), st.integers(-3, 3)),
+    "string": (pa.string(), st.text(max_size=2)),
+    "float": (pa.float64(), st.floats(-2, 2, allow_nan=False)),
+}
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str]]:
+    kinds = draw(st.lists(st.sampled_from(sorted(TYPES)), min_size=1, max_size=3))
+    n = draw(st.integers(0, 30))
+    nulls = draw(st.booleans())
+    columns = {}
+    for j, kind in enumerate(kinds):
+        arrow_type, values = TYPES[kind]
+        cell = st.none() | values if nulls else values
+        columns[f"c{j}"] = pa.array(draw(st.lists(cell, min_size=n, max_size=n)), arrow_type)
+    columns["row"] = pa.array(range(n), pa.int64())
+    return pa.table(columns), [f"c{j}" for j in range(len(kinds))]
+
+
+def _expected(table: pa.Table, columns: list[str]) -> list[int]:
+    """Row ids in Python's stable sort by ``columns``, nulls first."""
+    rows = table.to_pylist()
+    return [r["row"] for r in sorted(rows, key=lambda r: tuple(
+        (r[c] is not None, r[c] if r[c] is not None else 0) for c in columns))]
+
+
+@settings(max_examples=400, deadline=None)
+@given(tables())
+def test_sort_ascending_is_the_stable_lexicographic_order(case: tuple[pa.Table, list[str]]
+                                                          ) -> None:
+    """Packed int64 key or Arrow's sort, the result is Python's stable sort, nulls first."""
+    table, columns = case
+    assert sort_ascending(table, columns).column("row").to_pylist() == _expected(table, columns)
+
+
+def test_integer_and_timestamp_columns_take_the_packed_key() -> None:
+    """Window bounds and an integer key pack into one int64; text and wide spans do not."""
+    table = pa.table({"end": pa.array([3, 1, 3, 2], pa.timestamp("ms")),
+                      "meter": pa.array([7, 9, 5, 1], pa.int32()),
+                      "name": pa.array(["a", "b", "c", "d"]),
+                      "wide": pa.array([-(2**62), 2**62, 0, 1], pa.int64())})
+    assert _packed_order(table, ["end", "meter"]).tolist() == [1, 3, 2, 0]
+    assert _packed_order(table, ["end", "name"]) is None
+    assert _packed_order(table, ["wide", "meter"]) is None  # spans' product beyond int64
+    with_null = table.set_column(1, "meter", pa.array([7, None, 5, 1], pa.int32()))
+    assert _packed_order(with_null, ["end", "meter"]) is None

@@ -71,10 +71,11 @@ def _dense_integer_groups(column: pa.Array, name: str, n_groups: int) -> np.ndar
     """
     if not pa.types.is_integer(column.type) or column.null_count:
         return None
-    values = column.to_numpy()
-    low, high = int(values.min()), int(values.max())
-    if high - low >= max(len(values) // 4, 1024):
+    bounds = pc.min_max(column)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if high - low >= max(len(column) // 4, 1024):
         return None
+    values = column.to_numpy()
     span = pa.table({name: pa.array(np.arange(low, high + 1, dtype=values.dtype))})
     per_value = np.asarray(assign_to_partition_group(key_hash(span, [name]), n_groups), np.int32)
     # offsets from the least value, in int64 (wrapping alike, so exact for uint64 too)

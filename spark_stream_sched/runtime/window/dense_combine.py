@@ -10,19 +10,20 @@ bit-identical results; the property tests run both. Exact partials of floating s
 limb by limb with one prefix sum over the panes (a window is the difference of two prefixes,
 exact in int64) and rounded once per window, as on the sparse path.
 
-Keys get *sorted* dense ids (rank among the chunk's distinct keys, nulls first), so emitting the
-non-empty cells in row-major ``(window, key)`` order is already the output order.
+Keys get *sorted* dense ids (:func:`.order_codes.dense_ids`: rank among the chunk's distinct
+keys, nulls first), so emitting the non-empty cells in row-major ``(window, key)`` order is
+already the output order.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_stream_sched.runtime import exact_partials
 from spark_stream_sched.runtime.aggregates import BoundAggregate
 from spark_stream_sched.runtime.exact_partials import is_exact
+from spark_stream_sched.runtime.order_codes import dense_ids
 from spark_stream_sched.runtime.window.panes import PANE, WINDOW
 
 #: Largest grid (panes x keys) one dense chunk may allocate per partial column.
@@ -37,45 +38,6 @@ def numeric(t: pa.DataType) -> bool:
 def supports(aggs: list[BoundAggregate]) -> bool:
     """The dense path handles every aggregate except min/max of non-numeric columns."""
     return all(a.spec.func not in ("min", "max") or numeric(a.output_type) for a in aggs)
-
-
-def _ranked(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """Rank of each value among the column's distinct values (ascending, null first)."""
-    uniques = pc.unique(column)
-    ranked = uniques.take(pc.array_sort_indices(uniques, null_placement="at_start"))
-    ids = pc.index_in(column, value_set=ranked, skip_nulls=False)
-    return ids.to_numpy(zero_copy_only=False).astype(np.int64), ranked
-
-
-def sorted_key_ids(table: pa.Table, keys: list[str]) -> tuple[np.ndarray, pa.Table]:
-    """Dense ids of each row's key, ranked in ascending key order (nulls first).
-
-    Returns the ids and the table of distinct keys in id order. Each key column is ranked on
-    its own; the ranks are combined into one composite number per row, in mixed radix, whose
-    numeric order is the lexicographic order of the keys.
-    """
-    if not keys:
-        return np.zeros(table.num_rows, np.int64), pa.table({})
-    ranks = [_ranked(table.column(name)) for name in keys]
-    if len(keys) == 1:
-        return ranks[0][0], pa.table({keys[0]: ranks[0][1]})
-    composite = np.zeros(table.num_rows, np.int64)
-    for ids, ranked in ranks:
-        composite = composite * len(ranked) + ids
-    span = int(np.prod([len(r) for _, r in ranks], dtype=np.float64))
-    if span <= 4 * table.num_rows + 4096:
-        present = np.bincount(composite, minlength=span) > 0
-        distinct = np.flatnonzero(present)
-        renumber = np.cumsum(present) - 1
-        inverse = renumber[composite]
-    else:
-        distinct, inverse = np.unique(composite, return_inverse=True)
-    columns = {}
-    rest = distinct
-    for name, (_, ranked) in reversed(list(zip(keys, ranks, strict=True))):
-        columns[name] = ranked.take(pa.array(rest % len(ranked)))
-        rest = rest // len(ranked)
-    return inverse.astype(np.int64), pa.table({name: columns[name] for name in keys})
 
 
 def _fold(grids: dict[str, np.ndarray], present: np.ndarray, agg: BoundAggregate, i: int,
@@ -166,7 +128,7 @@ def combine_dense(panes: pa.Table, p_first: int, k_lo: int, n_windows: int, slid
     Returns a table with ``__k``, the key columns and one column per alias, in output order.
     """
     n_panes = (n_windows - 1) * slide_panes + width
-    kid, distinct = sorted_key_ids(panes, keys)
+    kid, distinct = dense_ids(panes, keys)
     n_keys = max(1, distinct.num_rows)
     lp = panes.column(PANE).to_numpy() - p_first
     grids, present = _grids(panes, lp, kid, n_panes, n_keys, aggs)

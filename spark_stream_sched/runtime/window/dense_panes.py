@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 
 from spark_stream_sched.runtime import exact_partials
 from spark_stream_sched.runtime.aggregates import BoundAggregate
-from spark_stream_sched.runtime.window.dense_combine import MAX_CELLS, numeric, sorted_key_ids
+from spark_stream_sched.runtime.order_codes import dense_ids
+from spark_stream_sched.runtime.window.dense_combine import MAX_CELLS, numeric
 from spark_stream_sched.runtime.window.panes import PANE
 
 
@@ -93,7 +94,7 @@ def pane_partials_dense(rows: pa.Table, pane: np.ndarray, keys: list[str],
     ``force`` builds the grid whenever it has at most :data:`.dense.MAX_CELLS` cells, however
     sparse (tests and benchmarks); a larger grid still returns None.
     """
-    kid, distinct = sorted_key_ids(rows, keys)
+    kid, distinct = dense_ids(rows, keys)
     n_keys = max(1, distinct.num_rows)
     p0 = int(pane[0])
     n_panes = int(pane[-1]) - p0 + 1

@@ -6,14 +6,14 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_stream_sched.runtime.keyed.pipeline import _packed_order, sort_ascending
+from spark_stream_sched.runtime.keyed.pipeline import sort_ascending
 
 INT64 = (-(2**63), 2**63 - 1)
 TYPES = {
     "int8": (pa.int8(), st.integers(-128, 127)),
     "uint32": (pa.uint32(), st.integers(0, 2**32 - 1)),
     "int64 small": (pa.int64(), st.integers(-5, 5)),
-    "int64 any": (pa.int64(), st.integers(*INT64)),  # spans beyond int64: Arrow's sort
+    "int64 any": (pa.int64(), st.integers(*INT64)),  # spans beyond int64: ranked
     "uint64": (pa.uint64(), st.integers(0, 2**64 - 1)),
     "timestamp": (pa.timestamp("us", "UTC"), st.integers(-(10**15), 10**15)),
     "duration": (pa.duration("ms"), st.integers(-3, 3)),
@@ -23,8 +23,11 @@ TYPES = {
 
 
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str]]:
-    kinds = draw(st.lists(st.sampled_from(sorted(TYPES)), min_size=1, max_size=3))
+def tables(draw: st.DrawFn, kinds_from: tuple[str, ...] = tuple(sorted(TYPES)),
+           columns: tuple[int, int] = (1, 3)) -> tuple[pa.Table, list[str]]:
+    """A table of 0-30 rows: columns ``c0..`` of types drawn from ``kinds_from``, and ``row``."""
+    kinds = draw(st.lists(st.sampled_from(kinds_from), min_size=columns[0],
+                          max_size=columns[1]))
     n = draw(st.integers(0, 30))
     nulls = draw(st.booleans())
     columns = {}
@@ -47,19 +50,6 @@ def _expected(table: pa.Table, columns: list[str]) -> list[int]:
 @given(tables())
 def test_sort_ascending_is_the_stable_lexicographic_order(case: tuple[pa.Table, list[str]]
                                                           ) -> None:
-    """Packed int64 key or Arrow's sort, the result is Python's stable sort, nulls first."""
+    """Order codes or Arrow's sort (floats), the result is Python's stable sort, nulls first."""
     table, columns = case
     assert sort_ascending(table, columns).column("row").to_pylist() == _expected(table, columns)
-
-
-def test_integer_and_timestamp_columns_take_the_packed_key() -> None:
-    """Window bounds and an integer key pack into one int64; text and wide spans do not."""
-    table = pa.table({"end": pa.array([3, 1, 3, 2], pa.timestamp("ms")),
-                      "meter": pa.array([7, 9, 5, 1], pa.int32()),
-                      "name": pa.array(["a", "b", "c", "d"]),
-                      "wide": pa.array([-(2**62), 2**62, 0, 1], pa.int64())})
-    assert _packed_order(table, ["end", "meter"]).tolist() == [1, 3, 2, 0]
-    assert _packed_order(table, ["end", "name"]) is None
-    assert _packed_order(table, ["wide", "meter"]) is None  # spans' product beyond int64
-    with_null = table.set_column(1, "meter", pa.array([7, None, 5, 1], pa.int32()))
-    assert _packed_order(with_null, ["end", "meter"]) is None

@@ -116,10 +116,11 @@ def dense_ids(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, pa.T
     if not columns:
         return np.zeros(n, np.int64), pa.table({})
     if len(columns) == 1:
-        single = column_codes(table.column(columns[0]), max_span=4 * n + 4096)
-        if single.ranked is not None:  # ranks are dense ids already
-            return single.codes, pa.table({columns[0]: single.ranked})
-    codes, span = lexicographic_codes(table, columns, max_span=4 * n + 4096)
+        codes, span, ranked = column_codes(table.column(columns[0]), max_span=4 * n + 4096)
+        if ranked is not None:  # ranks are dense ids already
+            return codes, pa.table({columns[0]: ranked})
+    else:
+        codes, span = lexicographic_codes(table, columns, max_span=4 * n + 4096)
     ids, k = _renumbered(codes, span)
     # any row of an id carries its values, so whichever write wins is right
     representative = np.zeros(k, np.int64)

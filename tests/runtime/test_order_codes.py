@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.runtime.order_codes import column_codes, dense_ids, lexicographic_codes
-from tests.runtime.engine.test_order import TYPES
+from tests.runtime.engine.test_order import TYPES, row_key
 from tests.runtime.engine.test_order import tables as table_columns
 
 # floats: -0.0 and 0.0 tie in a sort but are two values; sort_ascending keeps Arrow's sort for them
@@ -19,11 +19,6 @@ def tables() -> st.SearchStrategy[tuple[tuple[pa.Table, list[str]], int]]:
     return st.tuples(table_columns(EXACT, (0, 4)), st.sampled_from([1, 3, 1 << 62]))
 
 
-def _key(row: dict[str, object], columns: list[str]) -> tuple[tuple[bool, object], ...]:
-    """A row's sort key in Python: nulls first, then the value."""
-    return tuple((row[c] is not None, row[c] if row[c] is not None else 0) for c in columns)
-
-
 @settings(max_examples=500, deadline=None)
 @given(tables())
 def test_codes_compare_as_the_rows_do(case: tuple[tuple[pa.Table, list[str]], int]) -> None:
@@ -32,7 +27,7 @@ def test_codes_compare_as_the_rows_do(case: tuple[tuple[pa.Table, list[str]], in
     codes, span = lexicographic_codes(table, columns, max_span)
     assert (codes.dtype.kind, len(codes)) == ("i", table.num_rows)
     assert all(0 <= c < span for c in codes.tolist())
-    keys = [_key(r, columns) for r in table.to_pylist()]
+    keys = [row_key(r, columns) for r in table.to_pylist()]
     for i, a in enumerate(keys):
         for j, b in enumerate(keys):
             assert (codes[i] < codes[j]) == (a < b), (i, j)
@@ -50,10 +45,10 @@ def test_dense_ids_number_the_distinct_rows_in_order(
     if not columns:
         assert (ids.tolist(), distinct.num_rows) == ([0] * len(rows), 0)
         return
-    expected = sorted({_key(r, columns) for r in rows})
+    expected = sorted({row_key(r, columns) for r in rows})
     assert distinct.column_names == columns
-    assert [_key(r, columns) for r in distinct.to_pylist()] == expected
-    assert [expected[i] for i in ids.tolist()] == [_key(r, columns) for r in rows]
+    assert [row_key(r, columns) for r in distinct.to_pylist()] == expected
+    assert [expected[i] for i in ids.tolist()] == [row_key(r, columns) for r in rows]
 
 
 def _coded(column: pa.Array, max_span: int = 1 << 62) -> tuple[list[int], int, list | None]:

@@ -39,11 +39,14 @@ def tables(draw: st.DrawFn, kinds_from: tuple[str, ...] = tuple(sorted(TYPES)),
     return pa.table(columns), [f"c{j}" for j in range(len(kinds))]
 
 
+def row_key(row: dict[str, object], columns: list[str]) -> tuple[tuple[bool, object], ...]:
+    """A row's sort key in Python: per column, nulls first, then the value."""
+    return tuple((row[c] is not None, row[c] if row[c] is not None else 0) for c in columns)
+
+
 def _expected(table: pa.Table, columns: list[str]) -> list[int]:
     """Row ids in Python's stable sort by ``columns``, nulls first."""
-    rows = table.to_pylist()
-    return [r["row"] for r in sorted(rows, key=lambda r: tuple(
-        (r[c] is not None, r[c] if r[c] is not None else 0) for c in columns))]
+    return [r["row"] for r in sorted(table.to_pylist(), key=lambda r: row_key(r, columns))]
 
 
 @settings(max_examples=400, deadline=None)

@@ -84,6 +84,7 @@ class Previous:
     idle: list[bool]
     last_rows_at: list[float | None]
     dropped: int
+    hold: int | None = None
 
     def entries(self, store: StateStore) -> dict[int, Entry | None] | None:
         """The entries of the version the marker names (None before the first batch)."""
@@ -91,12 +92,18 @@ class Previous:
 
     @classmethod
     def of(cls, marker: Mapping[str, Any] | None, n_inputs: int) -> Previous:
-        """Read a commit marker's fields (None: before the first batch)."""
+        """Read a commit marker's fields (None: before the first batch).
+
+        ``hold`` is the hold bound the batch released under (``release_hold``); a marker
+        written before it was recorded gives :data:`~..packets.EVENT_TIME_MIN`, so the next
+        commit catches every group up once (:func:`released_to`).
+        """
         m = marker or {}
         return cls(m.get("version"), list(m.get("input_max") or [None] * n_inputs),
                    set(m.get("finished", [])), m.get("ready_bound"),
                    list(m.get("idle_next") or [False] * n_inputs),
-                   list(m.get("last_rows_at") or [None] * n_inputs), int(m.get("dropped") or 0))
+                   list(m.get("last_rows_at") or [None] * n_inputs), int(m.get("dropped") or 0),
+                   m.get("release_hold", EVENT_TIME_MIN if m else None))
 
 
 def batch_store(store: StateStore, previous: Previous, version: str, writer: str,
@@ -179,6 +186,16 @@ def sink_hold(config: SinkConfig, previous: Previous,
     if spills_itself(config.spec) and previous.bound is None:
         return EVENT_TIME_MIN
     return query_hold(start or {}, previous.bound, spills_itself(config.spec))
+
+
+def released_to(bound: int | None, hold: int | None) -> int | None:
+    """How far a group run to ``bound`` under the query's ``hold`` released: ``min(R, hold)``.
+
+    A group's results (a join's, and the windows after it) leave below the smaller of the two,
+    so a group is behind a batch when the batch's ``released_to`` is above the one it last ran
+    with, whether ``R`` or the hold rose (None: nothing released).
+    """
+    return bound if bound is None or hold is None else min(bound, hold)
 
 
 def without_internal(schema: pa.Schema) -> pa.Schema:

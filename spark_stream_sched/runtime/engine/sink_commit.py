@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.faults import crash_point
-from spark_stream_sched.runtime.engine.sink_batch import TaskWork
+from spark_stream_sched.runtime.engine.sink_batch import Previous, TaskWork
 from spark_stream_sched.runtime.engine.sink_commit_step import (
     Applied,
     Staged,
@@ -244,7 +244,8 @@ class SinkCommitter:
         return Applied(None, list(p.get("input_max") or [None] * n), set(p.get("finished", [])),
                        p.get("ready_bound"), 0, int(p.get("dropped") or 0),
                        list(p.get("idle_next") or [False] * n),
-                       list(p.get("last_rows_at") or [None] * n))
+                       list(p.get("last_rows_at") or [None] * n),
+                       hold=Previous.of(previous, n).hold)
 
     def finish(self) -> dict[str, Any] | None:
         """Finish every input and write the windows still open; idempotent.
@@ -299,7 +300,8 @@ class SinkCommitter:
             "output": output, "version": version,
             "input_max": applied.input_max, "finished": sorted(applied.finished),
             "fingerprint": self.config.fingerprint(), "ready_bound": applied.bound,
-            "dropped": applied.dropped, "idle_next": applied.idle_next,
+            "dropped": applied.dropped, "release_hold": applied.hold,
+            "idle_next": applied.idle_next,
             "last_rows_at": applied.last_rows_at, "schema": schema, "ts_is_timestamp": is_ts,
             **applied.stats,
         }

@@ -11,9 +11,13 @@ takes every task's report:
 3. groups the tasks could not finish alone -- rows in several tasks (the stream was not
    partitioned by group), a task that reported an error, rows dropped in step 2 -- run here
    from the previous version with all their rows (``groups_on_driver``);
-4. every other group that holds state and was released only to a lower bound (``R_task`` or
-   the previous ``R``) runs to ``R`` with no new rows (``groups_caught_up``), so the batch's
-   output is exactly what one merge of all its rows would emit at ``R``;
+4. every other group that holds state and was released only to a lower bound runs to ``R``
+   with no new rows (``groups_caught_up``), so the batch's output is exactly what one merge of
+   all its rows would emit at ``R``. A group releases below ``min(R, hold)``
+   (:func:`~.sink_batch.released_to`; ``hold`` is the query's hold bound after a join spilled),
+   so a group is behind when that figure rose since it last ran: ``R_task`` or the previous
+   ``R`` was lower, or only the previous batch's hold kept its results back (the marker
+   records the hold as ``release_hold``);
 5. the version's manifest names every partition group; the results come in the query's order.
 
 Every group runs through the engine's one batch entry
@@ -42,6 +46,7 @@ from spark_stream_sched.runtime.engine.sink_batch import (
     TaskWork,
     batch_store,
     read_ipc,
+    released_to,
     sink_batch,
     sink_hold,
     tagged,
@@ -101,6 +106,8 @@ class Applied:
     idle_next: list[bool] = field(default_factory=list)
     last_rows_at: list[float | None] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    #: The hold bound the batch released under (the marker's ``release_hold``).
+    hold: int | None = None
 
 
 def commit_step(config: SinkConfig, batch_id: int, version: str,
@@ -132,6 +139,8 @@ class _Commit:
         self.store = FileStateStore(config.state_location)
         self.start = previous.entries(self.store)  # None before the first batch
         self.base = self.start or {}
+        #: The query's hold bound for this batch: the tasks ran under the same one.
+        self.hold = sink_hold(config, previous, self.start)
         self.started = time.process_time()
 
     def run(self, now: float) -> Applied:
@@ -147,7 +156,7 @@ class _Commit:
                             self.previous.idle)
         entries, outputs = self.from_tasks(driver.redo)
         outputs += self.run_groups(sorted(driver.redo), driver.rows, self.start, bound, entries)
-        behind = self.behind(entries, driver.redo, bound)
+        behind = self.behind(entries, driver.redo, bound, self.hold)
         outputs += self.run_groups(behind, None, entries, bound, entries)
         self.store.commit(self.version, DRIVER, entries)
         seq_dropped = sum(int(m.sum()) for m in drops.values())
@@ -160,7 +169,7 @@ class _Commit:
                  "driver_cpu_s": round(time.process_time() - self.started, 6)}
         return Applied(self.ordered(outputs), batch_max, finished, bound, rows_in - seq_dropped,
                        self.previous.dropped + sum(w.late for w in works) + seq_dropped,
-                       self.idle_next(seen, finished, now), seen, stats)
+                       self.idle_next(seen, finished, now), seen, stats, self.hold)
 
     # -- steps 2-3: what the driver redoes -------------------------------------------------
 
@@ -251,12 +260,21 @@ class _Commit:
         return entries, outputs
 
     def behind(self, entries: Mapping[int, Entry | None], redo: set[int],
-               bound: int | None) -> list[int]:
-        """Groups holding state that were released only below ``bound`` (step 4)."""
-        used = {g: s.work.bound for s in self.staged if s.fine and s.work is not None
-                for g in s.work.groups if g not in redo}
+               bound: int | None, hold: int | None) -> list[int]:
+        """Groups holding state that released less than ``bound`` under ``hold`` do (step 4).
+
+        A group a task ran released to ``min(R_task, hold)``; every other group to
+        ``min(R, hold)`` of the previous batch (each commit catches every group up, so this
+        holds by induction). Comparing ``R`` alone misses a group whose results only the hold
+        kept back: when the hold rises, its results (a join's held results and the windows
+        after them) must leave in this batch, before later batches' results of other groups.
+        """
+        target = released_to(bound, hold)
+        used = {g: released_to(s.work.bound, hold) for s in self.staged
+                if s.fine and s.work is not None for g in s.work.groups if g not in redo}
+        before = released_to(self.previous.bound, self.previous.hold)
         return [g for g, e in sorted(entries.items()) if e is not None and g not in redo
-                and _behind(used.get(g, self.previous.bound), bound)]
+                and _behind(used.get(g, before), target)]
 
     def run_groups(self, groups: Sequence[int], prepared: Prepared | None,
                    start: Mapping[int, Entry | None] | None, bound: int | None,
@@ -267,8 +285,7 @@ class _Commit:
         rows = prepared.rows if prepared is not None else empty_rows(self.schema)
         store = batch_store(self.store, self.previous, self.version, DRIVER, start)
         result = sink_batch(self.config, self.schema, groups).run(
-            rows, store, self.previous.bound, bound,
-            sink_hold(self.config, self.previous, self.start))
+            rows, store, self.previous.bound, bound, self.hold)
         entries.update(store.written)
         staged = tagged(result.per_group)
         return [] if staged is None else [staged]

@@ -71,8 +71,11 @@ def _column_hash(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     elif pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_temporal(kind):
         if pa.types.is_date(kind):  # days (date32) or ms (date64): Arrow casts no date to int64
             array = array.cast(pa.int32() if pa.types.is_date32(kind) else pa.int64())
-        values = array.cast(pa.int64()).fill_null(0).to_numpy()
-        hashes = _splitmix64(values)
+        # uint64 above the int64 range keeps its 64 bits (an unchecked cast wraps it to a
+        # negative int64, which no value of the same column has); every other value hashes
+        # as before
+        values = array.cast(pa.int64(), safe=not pa.types.is_uint64(kind)).fill_null(0)
+        hashes = _splitmix64(values.to_numpy())
     else:
         raise _unsupported(kind)
     if array.null_count:

@@ -63,6 +63,20 @@ def test_date_keys_hash_as_their_day_or_millisecond_numbers(days: list[int | Non
         days[i] == days[j] for i in range(len(days)) for j in range(len(days))]
 
 
+@given(st.lists(st.none() | st.integers(0, 2**64 - 1), min_size=1, max_size=60))
+def test_uint64_keys_hash_over_their_full_range(values: list[int | None]) -> None:
+    """A uint64 key above the int64 range used to fail with Arrow's range error; values in
+    the int64 range hash as the same int64 values do, and equal keys hash equal."""
+    h = key_hash(pa.table({"k": pa.array(values, pa.uint64())}), ["k"]).tolist()
+    pairs = [(i, j) for i in range(len(values)) for j in range(len(values))]
+    assert all(h[i] == h[j] for i, j in pairs if values[i] == values[j])
+    small = [v if v is None or v < 2**63 else None for v in values]
+    assert key_hash(pa.table({"k": pa.array(small, pa.uint64())}), ["k"]).tolist() == \
+        key_hash(pa.table({"k": pa.array(small, pa.int64())}), ["k"]).tolist()
+    ids = key_ids(pa.table({"k": pa.array(values, pa.uint64())}), ["k"]).tolist()
+    assert [ids[i] == ids[j] for i, j in pairs] == [values[i] == values[j] for i, j in pairs]
+
+
 @given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=200), st.integers(1, 64))
 def test_groups_are_in_range_and_a_function_of_the_key(values, n_groups) -> None:
     table = pa.table({"k": pa.array(values, pa.int64())})

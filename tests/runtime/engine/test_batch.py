@@ -140,6 +140,24 @@ def test_where_filters_merged_rows_before_the_windows() -> None:
         {"window_start": 0, "window_end": 1000, "k": "b", "n": 1, "f": "z"}]
 
 
+def test_uint64_keys_above_the_int64_range_get_their_own_windows_in_key_order() -> None:
+    """Such a key failed in the key hash (Arrow's range error) before it reached a window."""
+    big = 2**63
+    table = pa.table({"ts": pa.array([1, 2, 3, 1500, 2500], pa.int64()),
+                      "k": pa.array([big + 5, 7, big + 5, 2**64 - 1, 7], pa.uint64()),
+                      "v": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    spec = QuerySpec(1, 1000, 1000, ("count(*) as n", "first(v) as fv"), key_columns=("k",),
+                     partition_groups=4)
+    result = GroupedBatch(spec, table.schema, tuple(range(4))).run(
+        with_ids(table, 0, 0), MemoryStore(), None, TS_MAX)
+    assert result.output.to_pylist() == reference_aggregate(
+        [table], spec.window, ["k"], ["count(*) as n", "first(v) as fv"]) == [
+        {"window_start": 0, "window_end": 1000, "k": 7, "n": 1, "fv": 2.0},
+        {"window_start": 0, "window_end": 1000, "k": big + 5, "n": 2, "fv": 1.0},
+        {"window_start": 1000, "window_end": 2000, "k": 2**64 - 1, "n": 1, "fv": 4.0},
+        {"window_start": 2000, "window_end": 3000, "k": 7, "n": 1, "fv": 5.0}]
+
+
 def test_late_rows_of_an_idle_input_fail_or_are_dropped() -> None:
     table = pa.table({"ts": pa.array([100, 2000], pa.int64()), "k": ["a", "a"],
                       "g": pa.array([0, 0], pa.int64()), "v": [1.0, 1.0],

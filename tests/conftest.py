@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,33 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         for line in shown:
             reporter.write_line(line)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_scratch_in_the_runs_temporary_directory(
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Spark's scratch directories (``spark-*``, ``blockmgr-*``) go under this run's basetemp.
+
+    Every JVM the tests start -- the session's local Spark, ``spark-submit`` jobs, standalone
+    workers -- inherits ``SPARK_LOCAL_DIRS`` (block managers, files, Python workers) and, through
+    ``SPARK_SUBMIT_OPTS``, its ``java.io.tmpdir`` (the driver's other temporary directories).
+    Spark deletes them at a clean exit only, so a JVM that is killed (the fault tests) left
+    them in ``/tmp``, dozens per run; pytest removes old basetemps itself (it keeps three).
+    """
+    local = tmp_path_factory.mktemp("spark-local")
+    (local / "tmp").mkdir()
+    saved = {name: os.environ.get(name) for name in ("SPARK_LOCAL_DIRS", "SPARK_SUBMIT_OPTS")}
+    os.environ["SPARK_LOCAL_DIRS"] = str(local)
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        [*filter(None, [saved["SPARK_SUBMIT_OPTS"]]), f"-Djava.io.tmpdir={local / 'tmp'}"])
+    try:
+        yield local
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture

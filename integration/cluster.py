@@ -100,11 +100,22 @@ def wait_for_workers(ui_port: int, workers: int, timeout: float,
     raise TimeoutError(f"{workers} workers not alive after {timeout} s (last poll: {last})")
 
 
-def spark_env() -> dict[str, str]:
+def spark_env(local: Path | None = None) -> dict[str, str]:
+    """The environment of the cluster's processes and drivers.
+
+    ``local``: the directory for Spark's scratch files (``SPARK_LOCAL_DIRS``, and the JVM's
+    ``java.io.tmpdir`` of ``spark-submit``), so a killed process (the lost-worker test) leaves
+    them under the cluster's root, which the fixture removes, not in ``/tmp``.
+    """
     env = dict(os.environ)
     env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                 "SPARK_NO_DAEMONIZE": "1"})
+    if local is not None:
+        (local / "tmp").mkdir(parents=True, exist_ok=True)
+        env["SPARK_LOCAL_DIRS"] = str(local)
+        env["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [
+            os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={local / 'tmp'}"]))
     return env
 
 
@@ -124,10 +135,14 @@ class StandaloneCluster:
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
 
+    def env(self) -> dict[str, str]:
+        """:func:`spark_env` with Spark's scratch files under this cluster's root."""
+        return spark_env(self.root / "local")
+
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.root / f"{name}.log").open("wb")
         proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args],
-                                stdout=log, stderr=subprocess.STDOUT, env=spark_env(),
+                                stdout=log, stderr=subprocess.STDOUT, env=self.env(),
                                 cwd=self.root, start_new_session=True)
         self.procs.append(proc)
         return proc
@@ -176,7 +191,7 @@ class StandaloneCluster:
                    "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
                    "--conf", "spark.ui.enabled=false", str(JOB), "--conf", str(config),
                    "--quiet"]
-        return subprocess.Popen(command, env=spark_env(), stdout=subprocess.PIPE,
+        return subprocess.Popen(command, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, cwd=config.parent)
 
     def cores_used(self, index: int) -> int:

@@ -32,8 +32,6 @@ from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 from tests.spark.datagen import make_stream, write_stream
 
-from .cluster import spark_env
-
 pytestmark = pytest.mark.cluster
 DRIVER = Path(__file__).resolve().parent / "join_adaptation_driver.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +67,7 @@ def test_groups_move_between_executors_and_the_join_equals_the_oracle(cluster: A
     root = cluster.job_dir(tmp_path.name)
     tables = write_job(root)
     log = (root / "driver.log").open("wb")
-    env = spark_env() | {"PYTHONPATH": str(REPO)}
+    env = cluster.env() | {"PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, str(DRIVER), cluster.url, str(root)], cwd=root,
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

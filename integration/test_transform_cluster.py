@@ -30,7 +30,6 @@ from spark_stream_sched.testing.reference import reference_aggregate
 from tests.spark.datagen import make_stream
 from tests.spark.helpers import assert_matches_oracle, output_key
 
-from .cluster import spark_env
 from .transform_driver import AGGREGATES, SHUFFLE_PARTITIONS, SLIDE, WINDOW
 
 pytestmark = pytest.mark.cluster
@@ -66,7 +65,7 @@ def write_inputs(root: Path, rows: int = 240, files: int = 4) -> list[pa.Table]:
 
 def start_driver(cluster: Any, root: Path) -> subprocess.Popen[bytes]:
     log = (root / "driver.log").open("wb")
-    env = spark_env() | {"PYTHONPATH": str(REPO)}
+    env = cluster.env() | {"PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, str(DRIVER), cluster.url, str(root), str(N_INPUTS)],
                             cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
 

@@ -168,7 +168,9 @@ def cases(draw: st.DrawFn) -> tuple[list[pa.Table], list[list[int]], str, int, i
             draw(st.sampled_from([7, 25, 0])), draw(st.integers(0, 10_000)))
 
 
-@settings(max_examples=30, deadline=None,
+# 100 examples take 37-45 s here; at 30 a run drew the sink's window-order defect after a
+# spilling join (fixed, see the test below) only now and then (2,000 examples pass now)
+@settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(cases())
 def test_the_source_the_batch_read_and_the_sink_agree_with_the_oracle(

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.inputs import write_input
+from spark_stream_sched.runtime.distribution.groups import group_of_rows
 from spark_stream_sched.runtime.engine.order import output_order
 from spark_stream_sched.runtime.query import QuerySpec, spec_from_options
 from spark_stream_sched.spark import sink
@@ -200,6 +201,15 @@ def test_the_source_the_batch_read_and_the_sink_agree_with_the_oracle(
     assert not os.listdir(root / "state" / "batches")  # the source's split rows are pruned
 
 
+def join_stream(rng: np.random.Generator, n: int) -> pa.Table:
+    """``n`` rows over one minute, 20 keys: enough matches for a 3-way join to spill at 4k."""
+    return pa.table({"ts": pa.array(np.sort(rng.integers(0, 60_000, n)), pa.int64()),
+                     "k": pa.array([f"m{k}" for k in rng.integers(0, 20, n)]),
+                     "g": pa.array(np.zeros(n, np.int64)), "v": pa.array(rng.random(n)),
+                     "i": pa.array(np.zeros(n, np.int64)), "s": pa.array(["x"] * n)},
+                    schema=SCHEMA)
+
+
 def test_a_spilling_join_keeps_one_sequence_through_every_door(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reported case, scaled down: 3 inputs, a join that spills at once, windows after it,
@@ -210,15 +220,7 @@ def test_a_spilling_join_keeps_one_sequence_through_every_door(
     sink) both doors give windows out of order when the query's hold is replaced by none
     (checked by patching ``query_hold`` away in the source and the sink's tasks)."""
     rng = np.random.default_rng(1)
-
-    def stream(n: int) -> pa.Table:
-        return pa.table({"ts": pa.array(np.sort(rng.integers(0, 60_000, n)), pa.int64()),
-                         "k": pa.array([f"m{k}" for k in rng.integers(0, 20, n)]),
-                         "g": pa.array(np.zeros(n, np.int64)), "v": pa.array(rng.random(n)),
-                         "i": pa.array(np.zeros(n, np.int64)), "s": pa.array(["x"] * n)},
-                        schema=SCHEMA)
-
-    tables = [stream(1000) for _ in range(3)]
+    tables = [join_stream(rng, 1000) for _ in range(3)]
     opts = {"operators": "join(3, within=10 seconds, budget=4k)", "window": "1 second",
             "aggregates": "count(*) as n, first(v_0) as f", "keyColumns": "k",
             "partitionGroups": "8"}
@@ -292,3 +294,42 @@ def test_the_sink_releases_what_only_the_hold_kept_back_when_the_hold_rises(
     assert [(r["k"], r["window_end"]) for r in got][:6] == [
         ("hot", 1000), ("k2", 1000), ("hot", 2000), ("k2", 2000), ("hot", 3000), ("k2", 3000)]
     assert comparable(got) == want
+
+
+def test_end_of_input_rows_in_one_task_release_every_group_past_a_spilling_join(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every input's end-of-input row arrives in the last batch, in one task only; the rows
+    are split over two tasks by partition group, as ``partition_for_sink`` does. The batch's
+    ``R`` is +infinity, where nothing is held, so every group must release everything in it:
+    the groups the other task ran to its lower ``R_task`` are behind even when the query's
+    hold was below that ``R_task`` (a first version of the hold rule left them at the hold and
+    their last windows came out at ``finish_sink``, after the other groups' later ones)."""
+    rng = np.random.default_rng(1)
+    tables = [join_stream(rng, 600) for _ in range(3)]
+    opts = {"operators": "join(3, within=10 seconds, budget=4k)", "window": "1 second",
+            "aggregates": "count(*) as n, first(v_0) as f", "keyColumns": "k",
+            "partitionGroups": "8"}
+    want = comparable(reference_pipeline(tables, spec_of(opts, 3)))
+    sink_opts = {**opts, "path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
+                 "inputs": "3", "inputColumn": "input", "sequenceColumn": "pos",
+                 "endOfInputColumn": "end"}
+    writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(sink_opts))
+    fake = FakeTasks(monkeypatch, writer)
+    for b, lo in enumerate(range(0, 600, 100)):
+        rows = pa.concat_tables([
+            t.slice(lo, 100).append_column("input", pa.array([j] * 100, pa.int32()))
+            .append_column("pos", pa.array(np.arange(lo, lo + 100), pa.int64()))
+            .append_column("end", pa.array([False] * 100)) for j, t in enumerate(tables)])
+        task = np.asarray(group_of_rows(rows, ["k"], 8)) % 2
+        parts = [rows.filter(pa.array(task == t)) for t in range(2)]
+        if lo == 500:
+            ends = [pa.table({**{c: pa.nulls(1, f.type) for c, f in zip(
+                rows.column_names, rows.schema, strict=True)}, "input": pa.array([j], pa.int32()),
+                "ts": pa.array([0], pa.int64()), "pos": pa.array([600], pa.int64()),
+                "end": pa.array([True])}).select(rows.column_names) for j in range(3)]
+            parts[0] = pa.concat_tables([parts[0], *ends])
+        writer.commit(fake.write(b, parts), b)
+    sink.finish_sink(sink_opts)
+    files = sorted((tmp_path / "out").glob("part-*.parquet"))
+    assert "part-final.parquet" not in [f.name for f in files]  # all released at R = +inf
+    assert comparable([r for f in files for r in pq.read_table(f).to_pylist()]) == want

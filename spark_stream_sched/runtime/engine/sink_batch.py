@@ -40,7 +40,7 @@ from spark_stream_sched.runtime.engine.sink_rows import (
     refuse_finished,
 )
 from spark_stream_sched.runtime.merge import ready_bound
-from spark_stream_sched.runtime.packets import EVENT_TIME_MIN
+from spark_stream_sched.runtime.packets import EVENT_TIME_MIN, TS_MAX
 from spark_stream_sched.runtime.state.atomic import atomic_writer
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.store import BatchStore, Entry, StateStore
@@ -193,9 +193,12 @@ def released_to(bound: int | None, hold: int | None) -> int | None:
 
     A group's results (a join's, and the windows after it) leave below the smaller of the two,
     so a group is behind a batch when the batch's ``released_to`` is above the one it last ran
-    with, whether ``R`` or the hold rose (None: nothing released).
+    with, whether ``R`` or the hold rose (None: nothing released). At ``R`` = +infinity
+    (every input finished) nothing is held (:meth:`~.batch.GroupedBatch.run`): everything.
     """
-    return bound if bound is None or hold is None else min(bound, hold)
+    if bound is None or hold is None or bound == TS_MAX:
+        return bound
+    return min(bound, hold)
 
 
 def without_internal(schema: pa.Schema) -> pa.Schema:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spark_stream_sched.runtime.engine.sink_batch import Previous, released_to
-from spark_stream_sched.runtime.packets import EVENT_TIME_MIN
+from spark_stream_sched.runtime.packets import EVENT_TIME_MIN, TS_MAX
 
 
 def test_a_group_releases_below_the_smaller_of_the_bound_and_the_hold() -> None:
@@ -11,6 +11,10 @@ def test_a_group_releases_below_the_smaller_of_the_bound_and_the_hold() -> None:
     assert released_to(10, None) == 10
     assert released_to(10, 5) == 5
     assert released_to(10, 50) == 10
+    # every input finished: the batch ignores the hold and releases everything, so a group a
+    # task ran to a lower bound under the hold is behind it however high that hold was
+    assert released_to(TS_MAX, 5) == TS_MAX
+    assert released_to(TS_MAX, 5) > released_to(10**6, 5)
 
 
 def test_the_marker_records_the_hold_and_an_older_marker_catches_every_group_up_once() -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pyspark
 
+from tests.spark_scratch import scratch_env
+
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 JOB = Path(__file__).resolve().parents[1] / "spark_stream_sched" / "jobs" / "ordered_agg_job.py"
 
@@ -100,22 +102,20 @@ def wait_for_workers(ui_port: int, workers: int, timeout: float,
     raise TimeoutError(f"{workers} workers not alive after {timeout} s (last poll: {last})")
 
 
-def spark_env(local: Path | None = None) -> dict[str, str]:
+def spark_env(local: Path | None = None, *, daemon: bool = False) -> dict[str, str]:
     """The environment of the cluster's processes and drivers.
 
-    ``local``: the directory for Spark's scratch files (``SPARK_LOCAL_DIRS``, and the JVM's
-    ``java.io.tmpdir`` of ``spark-submit``), so a killed process (the lost-worker test) leaves
-    them under the cluster's root, which the fixture removes, not in ``/tmp``.
+    ``local``: the directory for Spark's scratch files (:func:`tests.spark_scratch.scratch_env`;
+    ``daemon`` for a master or worker, so that its executors' go there too), so a killed
+    process (the lost-worker test) leaves them under the cluster's root, which the fixture
+    removes, not in ``/tmp``.
     """
     env = dict(os.environ)
     env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                 "SPARK_NO_DAEMONIZE": "1"})
     if local is not None:
-        (local / "tmp").mkdir(parents=True, exist_ok=True)
-        env["SPARK_LOCAL_DIRS"] = str(local)
-        env["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [
-            os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={local / 'tmp'}"]))
+        env.update(scratch_env(local, env, daemon=daemon))
     return env
 
 
@@ -135,14 +135,14 @@ class StandaloneCluster:
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
 
-    def env(self) -> dict[str, str]:
+    def env(self, *, daemon: bool = False) -> dict[str, str]:
         """:func:`spark_env` with Spark's scratch files under this cluster's root."""
-        return spark_env(self.root / "local")
+        return spark_env(self.root / "local", daemon=daemon)
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.root / f"{name}.log").open("wb")
         proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args],
-                                stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+                                stdout=log, stderr=subprocess.STDOUT, env=self.env(daemon=True),
                                 cwd=self.root, start_new_session=True)
         self.procs.append(proc)
         return proc

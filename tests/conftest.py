@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests import checkout_guard
+from tests import checkout_guard, spark_scratch
 
 # Hypothesis fails an example that takes longer than its deadline (200 ms by default): a
 # wall-clock bound that a loaded machine breaks for reasons unrelated to the code under test.
@@ -59,13 +59,11 @@ def spark_scratch_in_the_runs_temporary_directory(
     ``SPARK_SUBMIT_OPTS``, its ``java.io.tmpdir`` (the driver's other temporary directories).
     Spark deletes them at a clean exit only, so a JVM that is killed (the fault tests) left
     them in ``/tmp``, dozens per run; pytest removes old basetemps itself (it keeps three).
+    See :mod:`tests.spark_scratch`.
     """
     local = tmp_path_factory.mktemp("spark-local")
-    (local / "tmp").mkdir()
-    saved = {name: os.environ.get(name) for name in ("SPARK_LOCAL_DIRS", "SPARK_SUBMIT_OPTS")}
-    os.environ["SPARK_LOCAL_DIRS"] = str(local)
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-        [*filter(None, [saved["SPARK_SUBMIT_OPTS"]]), f"-Djava.io.tmpdir={local / 'tmp'}"])
+    saved = {name: os.environ.get(name) for name in spark_scratch.NAMES}
+    os.environ.update(spark_scratch.scratch_env(local, os.environ))
     try:
         yield local
     finally:

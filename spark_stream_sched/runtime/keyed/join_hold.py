@@ -104,7 +104,9 @@ class HeldResults(SizedTable):
         self._spill = spill
         self.runs: list[HeldRun] = []
         self._batch = 0
-        self.memory = self.schema.empty_table()
+        #: shared empty tables (immutable; building one costs about 0.2 ms)
+        self._empty, self._no_output = self.schema.empty_table(), self.output.empty_table()
+        self.memory = self._empty
 
     @property
     def spilled_bytes(self) -> int:
@@ -150,9 +152,9 @@ class HeldResults(SizedTable):
             self.memory = table.filter(pa.array(~leaving)).combine_chunks()
             table = table.filter(pa.array(leaving))
         else:
-            self.memory = self.schema.empty_table()
+            self.memory = self._empty
         if not table.num_rows:
-            return self.output.empty_table()
+            return self._no_output
         order = order_of(table, self.n_inputs)  # one copy: the output columns, in order
         return table.select(self.output.names).take(order).combine_chunks()
 
@@ -161,7 +163,7 @@ class HeldResults(SizedTable):
         size = self.size
         if self.memory.num_rows:
             self._write([self.memory.take(order_of(self.memory, self.n_inputs))])
-            self.memory = self.schema.empty_table()
+            self.memory = self._empty
         return size
 
     def _write(self, tables: Iterable[pa.Table]) -> None:
@@ -194,7 +196,7 @@ class HeldResults(SizedTable):
         """
         self.hold(new)
         self._compact()
-        memory, self.memory = self.memory, self.schema.empty_table()
+        memory, self.memory = self.memory, self._empty
         parts = [Part(r.min_ms, partial(self._take, r)) for r in self.runs]
         self.runs = []
         if memory.num_rows:

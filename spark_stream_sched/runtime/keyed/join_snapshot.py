@@ -92,9 +92,10 @@ def unfold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Sc
     memory, spilled, at, at_spilled = tables["memory"], tables["spilled"], 0, 0
     if not (memory.schema.equals(schema) and spilled.schema.equals(schema)):
         raise StateError("the join snapshot's state tables have another schema")
+    empty = schema.empty_table()  # shared by the empty groups (most of them, in a sink)
     for group, (produced, last, rows, generations) in zip(groups, meta, strict=True):
         group.produced, group.last_insert = int(produced), last
-        group.memory = fresh(memory.slice(at, rows))
+        group.memory = fresh(memory.slice(at, rows)) if rows else empty
         at += rows
         for count, max_ms, *floor in generations:  # older snapshots have no floor
             part = fresh(spilled.slice(at_spilled, count))

@@ -146,6 +146,7 @@ class GroupTransfer:
     _groups: list[PartitionGroup]
     _spill: SpillStore
     _stored: pa.Schema
+    _empty: pa.Table
     _where: str
     _now: int | None
     _bound: int | None
@@ -181,7 +182,7 @@ class GroupTransfer:
             last = int(column(group.memory, MS, np.int64)[-1])
             floor = max(v for v in (last, self._now, self._bound) if v is not None)
             group.generations.append(self._spill.write(group.gid, group.memory, last, floor))
-            group.memory = self._stored.empty_table()
+            group.memory = self._empty
             self.counts.pushes += 1
             self.counts.pushed_bytes += size
         return size

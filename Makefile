@@ -23,13 +23,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
-# The default run (about 15 min on 2 cores): everything but the tests marked slow, and the
+# The default run (about 16 min on 2 cores): everything but the tests marked slow, and the
 # Spark Connect tests (they need a pytest process of their own: make test-connect).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not connect"
 
 # The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
-# Spark benchmark's smoke runs. CI runs them after `make test`.
+# benchmarks' smoke runs, the state locations' retention, the README's job run three ways and
+# its keyed examples (the README's demo, Python examples and CLI stay in `make test`). CI runs
+# them after `make test`.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from spark_stream_sched.bench import adaptation, join_alone
 from spark_stream_sched.bench.adaptation_data import (
@@ -29,6 +30,7 @@ TINY = adaptation.Sizes(rows=600, repeat=2, seed=1, groups=12, batch_rows=200,
                         budget_share=0.4)
 
 
+@pytest.mark.slow
 def test_adaptation_bench_outputs_equal_the_oracle_and_plots_are_written(tmp_path: Path) -> None:
     results = adaptation.run(TINY, list(adaptation.FIGURES), str(tmp_path))
     rows = [r for r in results if r["figure"] != "machine"]

@@ -147,6 +147,7 @@ def test_the_sink_and_ordered_examples_give_the_source_s_windows(
     assert got.equals(source_example)  # bit for bit, first() and float averages included
 
 
+@pytest.mark.slow
 def test_the_same_job_runs_three_ways(demo: int, root: Path) -> None:
     three_ways = [b for b in blocks("bash") if "conf/smart_grid.toml" in b]
     assert len(three_ways) == 1
@@ -179,6 +180,7 @@ def test_the_compose_block_shows_the_commands_the_compose_tests_run() -> None:
     assert '"down"' in source
 
 
+@pytest.mark.slow
 def test_the_keyed_operator_examples_run(demo: int, root: Path) -> None:
     keyed = [b for b in blocks("bash") if "smart_grid_keyed.toml" in b]
     assert len(keyed) == 1

@@ -13,6 +13,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAMES = ["fifo", "chain", "path_capacity", "simplified_segment", "threshold"]
 
 
+@pytest.mark.slow
 def test_bench_strategies_quick_writes_plots_and_a_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

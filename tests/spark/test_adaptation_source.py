@@ -85,6 +85,7 @@ def test_adaptive_join_moves_groups_and_equals_the_oracle(tmp_path: Path, policy
     assert [b["pushed_groups"] for b in merged] == [list(r.pushes) for r in records if r]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operators", [
     "join(3, within=10 seconds); running(count(*) as rn); delta(ts) as gap",
     "join(3, within=10 seconds, budget=0); running(count(*) as rn); delta(ts) as gap",

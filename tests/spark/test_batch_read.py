@@ -33,7 +33,7 @@ def tree(root: str) -> set[str]:
     return {os.path.join(d, f) for d, _, files in os.walk(root) for f in files}
 
 
-@pytest.mark.parametrize("num_partitions", [1, 2, 5])
+@pytest.mark.parametrize("num_partitions", [pytest.param(1, marks=pytest.mark.slow), 2, 5])
 def test_batch_read_equals_available_now_stream_and_oracle(spark, tmp_path,
                                                           num_partitions: int) -> None:
     root = str(tmp_path / "in")

@@ -51,6 +51,7 @@ def plain_env() -> dict[str, str]:
     return env | ({"JAVA_HOME": os.environ["JAVA_HOME"]} if "JAVA_HOME" in os.environ else {})
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_an_ordered_query_started_through_session_prints_no_worker_chatter(
         tmp_path: Path) -> None:

@@ -93,6 +93,7 @@ def run_source(tmp_path: Path, batches: int, keep_files: int = 4) -> list[tuple[
     return sizes
 
 
+@pytest.mark.slow
 def test_source_location_stops_growing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # With the retention knobs small (5 metrics files and assignment records, manifests
     # compacted every 8 consumed files) every kind of file reaches its steady state within 30
@@ -129,6 +130,7 @@ def run_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: int
     return sizes
 
 
+@pytest.mark.slow
 def test_sink_location_stops_growing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # keepVersions=3, keepMetrics=5: state versions, commit markers and staging reach their
     # steady state within 30 commits; a marker (about 1.5 KB) kept per batch would add 90

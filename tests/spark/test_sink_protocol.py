@@ -111,6 +111,7 @@ def test_crash_right_after_claiming_a_fresh_location(tmp_path: Path,
     assert _outputs(out) == clean_output
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(st.sampled_from([*range(N_BATCHES), "final"]),

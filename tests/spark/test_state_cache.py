@@ -55,6 +55,7 @@ def driver_main(options: str, checkpoint: str, out: str) -> None:
         json.dump(rows, fh)
 
 
+@pytest.mark.slow
 def test_committed_state_is_served_from_the_reused_worker(tmp_path: Path) -> None:
     tables = write_inputs(str(tmp_path / "in"), n_inputs=3, rows=200)
     opts = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),

@@ -324,6 +324,7 @@ def test_the_package_exports_the_transformation_lazily() -> None:
         package.nothing  # noqa: B018
 
 
+@pytest.mark.slow
 def test_changed_definition_on_restart_is_refused(spark: Any, tmp_path: Any) -> None:
     """State written by one window definition is never merged into another's."""
     root, checkpoint = str(tmp_path / "in"), str(tmp_path / "ck")

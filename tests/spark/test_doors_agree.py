@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,27 +142,46 @@ def run_sink(tables: list[pa.Table], opts: dict[str, str], root: Path, cuts: lis
     by partition group as ``partition_for_sink`` does (each group in one task, which then
     runs it itself instead of the driver).
     """
-    sink_opts = {**opts, "path": str(root / "out"), "checkpointLocation": str(root / "ck"),
-                 "inputs": str(len(tables)), "inputColumn": "input", "sequenceColumn": "pos"}
-    writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(sink_opts))
-    fake, rng = FakeTasks(monkeypatch, writer), np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)
     bounds = [[0, *sorted(c), t.num_rows] for c, t in zip(cuts, tables, strict=True)]
-    for b in range(len(bounds[0]) - 1):
-        rows = pa.concat_tables([
-            t.slice(lo, hi - lo).append_column("input", pa.array([j] * (hi - lo), pa.int32()))
-            .append_column("pos", pa.array(np.arange(lo, hi), pa.int64()))
-            for j, (t, (lo, hi)) in enumerate(zip(tables, [(c[b], c[b + 1]) for c in bounds],
-                                                   strict=True))])
-        if by_group:
-            task = np.asarray(group_of_rows(rows, ["k"], int(opts["partitionGroups"]))) % tasks
-            parts = [rows.filter(pa.array(task == t)) for t in range(tasks)]
-        else:
-            order = rng.permutation(rows.num_rows)
-            parts = [rows.take(pa.array(p, pa.int64())) for p in np.array_split(order, tasks)]
+
+    def batches() -> Iterator[list[pa.Table]]:
+        for b in range(len(bounds[0]) - 1):
+            rows = pa.concat_tables([
+                t.slice(lo, hi - lo).append_column("input", pa.array([j] * (hi - lo), pa.int32()))
+                .append_column("pos", pa.array(np.arange(lo, hi), pa.int64()))
+                for j, (t, (lo, hi)) in enumerate(zip(
+                    tables, [(c[b], c[b + 1]) for c in bounds], strict=True))])
+            if by_group:
+                yield split_by_group(rows, int(opts["partitionGroups"]), tasks)
+            else:
+                order = rng.permutation(rows.num_rows)
+                yield [rows.take(pa.array(p, pa.int64())) for p in np.array_split(order, tasks)]
+
+    files = drive_sink({**opts, "inputs": str(len(tables))}, root, batches(), monkeypatch)
+    return [r for f in files for r in pq.read_table(f).to_pylist()]
+
+
+def split_by_group(rows: pa.Table, groups: int, tasks: int) -> list[pa.Table]:
+    """``rows`` over ``tasks`` write tasks by partition group of key ``k`` (each group in one)."""
+    task = np.asarray(group_of_rows(rows, ["k"], groups)) % tasks
+    return [rows.filter(pa.array(task == t)) for t in range(tasks)]
+
+
+def drive_sink(opts: dict[str, str], root: Path, batches: Iterable[list[pa.Table]],
+               monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Commit each batch's task parts to an ``ordered-agg`` sink under ``root``, finish it.
+
+    The rows carry ``input`` and ``pos`` (the sequence). Returns the part files, in commit order.
+    """
+    sink_opts = {**opts, "path": str(root / "out"), "checkpointLocation": str(root / "ck"),
+                 "inputColumn": "input", "sequenceColumn": "pos"}
+    writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(sink_opts))
+    fake = FakeTasks(monkeypatch, writer)
+    for b, parts in enumerate(batches):
         writer.commit(fake.write(b, parts), b)
     sink.finish_sink(sink_opts)
-    files = sorted((root / "out").glob("part-*.parquet"))
-    return [r for f in files for r in pq.read_table(f).to_pylist()]
+    return sorted((root / "out").glob("part-*.parquet"))
 
 
 # -- the property ------------------------------------------------------------------------------
@@ -322,26 +342,24 @@ def test_end_of_input_rows_in_one_task_release_every_group_past_a_spilling_join(
             "aggregates": "count(*) as n, first(v_0) as f", "keyColumns": "k",
             "partitionGroups": "8"}
     want = comparable(reference_pipeline(tables, spec_of(opts, 3)))
-    sink_opts = {**opts, "path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
-                 "inputs": "3", "inputColumn": "input", "sequenceColumn": "pos",
-                 "endOfInputColumn": "end"}
-    writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(sink_opts))
-    fake = FakeTasks(monkeypatch, writer)
-    for b, lo in enumerate(range(0, 600, 100)):
-        rows = pa.concat_tables([
-            t.slice(lo, 100).append_column("input", pa.array([j] * 100, pa.int32()))
-            .append_column("pos", pa.array(np.arange(lo, lo + 100), pa.int64()))
-            .append_column("end", pa.array([False] * 100)) for j, t in enumerate(tables)])
-        task = np.asarray(group_of_rows(rows, ["k"], 8)) % 2
-        parts = [rows.filter(pa.array(task == t)) for t in range(2)]
-        if lo == 500:
-            ends = [pa.table({**{c: pa.nulls(1, f.type) for c, f in zip(
-                rows.column_names, rows.schema, strict=True)}, "input": pa.array([j], pa.int32()),
-                "ts": pa.array([0], pa.int64()), "pos": pa.array([600], pa.int64()),
-                "end": pa.array([True])}).select(rows.column_names) for j in range(3)]
-            parts[0] = pa.concat_tables([parts[0], *ends])
-        writer.commit(fake.write(b, parts), b)
-    sink.finish_sink(sink_opts)
-    files = sorted((tmp_path / "out").glob("part-*.parquet"))
+
+    def batches() -> Iterator[list[pa.Table]]:
+        for lo in range(0, 600, 100):
+            rows = pa.concat_tables([
+                t.slice(lo, 100).append_column("input", pa.array([j] * 100, pa.int32()))
+                .append_column("pos", pa.array(np.arange(lo, lo + 100), pa.int64()))
+                .append_column("end", pa.array([False] * 100)) for j, t in enumerate(tables)])
+            parts = split_by_group(rows, 8, 2)
+            if lo == 500:
+                ends = [pa.table({**{c: pa.nulls(1, f.type) for c, f in zip(
+                    rows.column_names, rows.schema, strict=True)},
+                    "input": pa.array([j], pa.int32()), "ts": pa.array([0], pa.int64()),
+                    "pos": pa.array([600], pa.int64()), "end": pa.array([True])}).select(
+                    rows.column_names) for j in range(3)]
+                parts[0] = pa.concat_tables([parts[0], *ends])
+            yield parts
+
+    files = drive_sink({**opts, "inputs": "3", "endOfInputColumn": "end"}, tmp_path, batches(),
+                       monkeypatch)
     assert "part-final.parquet" not in [f.name for f in files]  # all released at R = +inf
     assert comparable([r for f in files for r in pq.read_table(f).to_pylist()]) == want

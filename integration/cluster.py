@@ -106,7 +106,7 @@ def spark_env(local: Path | None = None, *, daemon: bool = False) -> dict[str, s
     """The environment of the cluster's processes and drivers.
 
     ``local``: the directory for Spark's scratch files (:func:`tests.spark_scratch.scratch_env`;
-    ``daemon`` for a master or worker, so that its executors' go there too), so a killed
+    ``daemon`` for a master or worker, so that its executors' files go there too), so a killed
     process (the lost-worker test) leaves them under the cluster's root, which the fixture
     removes, not in ``/tmp``.
     """

@@ -66,7 +66,7 @@ def _rebuild(cls: Any, meta: dict[str, Any], tables: dict[str, pa.Table]) -> Any
     op._now, op._bound = meta["now"], meta.get("bound")
     counts = meta.get("counts") or {"pushes": meta["pushes"], "cleanups": meta["cleanups"]}
     op.counts = JoinCounts(**counts)  # older snapshots kept only the two counters
-    unfold_groups(op._groups, op._spill, op._stored, meta["groups"], tables)
+    unfold_groups(op._groups, op._spill, op._empty, meta["groups"], tables)
     if "held" in tables:
         op._held.unfold(meta["held"], tables["held"])
     return op
@@ -86,13 +86,17 @@ def fold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Sche
                   "spilled": pa.concat_tables([schema.empty_table(), *spilled])}
 
 
-def unfold_groups(groups: list[PartitionGroup], spill: SpillStore, schema: pa.Schema,
+def unfold_groups(groups: list[PartitionGroup], spill: SpillStore, empty: pa.Table,
                   meta: list[Any], tables: dict[str, pa.Table]) -> None:
-    """Inverse of :func:`fold_groups`: memory parts back in memory, generations back on disk."""
+    """Inverse of :func:`fold_groups`: memory parts back in memory, generations back on disk.
+
+    ``empty``: the join's empty table of its stored rows, given to every empty group (most of
+    them, in a sink).
+    """
     memory, spilled, at, at_spilled = tables["memory"], tables["spilled"], 0, 0
+    schema = empty.schema
     if not (memory.schema.equals(schema) and spilled.schema.equals(schema)):
         raise StateError("the join snapshot's state tables have another schema")
-    empty = schema.empty_table()  # shared by the empty groups (most of them, in a sink)
     for group, (produced, last, rows, generations) in zip(groups, meta, strict=True):
         group.produced, group.last_insert = int(produced), last
         group.memory = fresh(memory.slice(at, rows)) if rows else empty

@@ -26,7 +26,8 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
         master: str = "local[*]", show_progress: bool = True,
         engines: Sequence[str] = ENGINES, long_rows: int = 0,
         cores: Sequence[int] = (1, 2), warmup: int = 1, cluster: str | None = None,
-        cluster_cores: int = 2, project: Sequence[int] = PROJECT_CORES) -> list[Record]:
+        cluster_cores: int = 2, project: Sequence[int] = PROJECT_CORES,
+        partitions: int | None = None) -> list[Record]:
     """Run the main, long, cores and cluster cases, then the model.
 
     The long case runs when ``long_rows`` > 0, the cores case for ``cores``, the cluster point
@@ -35,7 +36,8 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     ``maxRecordsPerTrigger``, the floors replay its batching-A micro-batches. The long case runs
     :data:`LONG_ENGINES` with the source's default ``Trigger.AvailableNow`` sizing. Every case
     starts with ``warmup`` untimed rounds. The model's rows (projections to ``project`` cores
-    and checks against the measured points) come last.
+    and checks against the measured points) come last. ``partitions`` is the source's
+    ``numPartitions`` (Spark tasks per micro-batch; None: the source's default).
     """
     from spark_stream_sched.bench.common import progress
     from spark_stream_sched.bench.spark_cases import Case, prepare, run_case
@@ -62,11 +64,12 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
         engine = functools.partial(run_engine, spark)
         with progress(total, "bench spark", show_progress) as bar:
             work, truth, oracle = prepare(main_case, rows, n_inputs, keys, seed, size, slide,
-                                          watermark)
+                                          watermark, partitions)
             results = run_case(main_case, work, truth, oracle, engine, bar)
             if long_rows and long_case.engines:
                 long_work, long_truth, long_oracle = prepare(
-                    long_case, long_rows, n_inputs, keys, seed, size, slide, watermark)
+                    long_case, long_rows, n_inputs, keys, seed, size, slide, watermark,
+                    partitions)
                 results += run_case(long_case, long_work, long_truth, long_oracle, engine,
                                     bar)
             if cores and scaled:

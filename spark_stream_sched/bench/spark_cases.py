@@ -63,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 #: Every engine, in the order of the tables.
-ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-tasks", "transform",
+ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-driver", "transform",
            "transform-keyed", "ordered-agg-sink", "ordered-agg-sink-unpartitioned", *FLOORS)
 #: The do-nothing ``transformWithStateInPandas`` floor of each transformation (same input).
 TWS_FLOORS = {"transform": "floor-tws", "transform-keyed": "floor-tws-keyed"}
@@ -103,8 +103,11 @@ class Case:
 
 
 def prepare(case: Case, rows: int, n_inputs: int, keys: int, seed: int, size: str, slide: str,
-            watermark: str) -> tuple[Workload, Truth, str]:
-    """Write the case's inputs; return the workload, the truth and what computed it."""
+            watermark: str, partitions: int | None = None) -> tuple[Workload, Truth, str]:
+    """Write the case's inputs; return the workload, the truth and what computed it.
+
+    ``partitions``: the source's ``numPartitions`` (None: its default).
+    """
     from spark_stream_sched.runtime.window.spec import parse_duration
 
     dirs, tables = prepare_data(case.root, rows, n_inputs, keys, seed)
@@ -113,7 +116,7 @@ def prepare(case: Case, rows: int, n_inputs: int, keys: int, seed: int, size: st
     truth, oracle = truth_of(tables, parse_duration(size, "window"),
                              parse_duration(slide, "slide"))
     work = Workload(tuple(map(str, dirs)), tuple(map(str, end_dirs)), rows, keys, size, slide,
-                    watermark)
+                    watermark, partitions)
     return work, truth, oracle
 
 

@@ -48,6 +48,9 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                              "readable by its executors) and compare with the model")
     parser.add_argument("--cluster-cores", type=int, default=2,
                         help="executor cores to take from --cluster (default 2)")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="the source's numPartitions: Spark tasks per micro-batch "
+                             "(default: the source's own, 2)")
 
 
 def run_bench(args: argparse.Namespace) -> list[Record]:
@@ -68,6 +71,9 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
                           f"spark://127.0.0.1:7077")
     if cluster_cores < 1:
         raise ConfigError(f"--cluster-cores {cluster_cores}: must be >= 1")
+    partitions = getattr(args, "partitions", None)
+    if partitions is not None and partitions < 1:
+        raise ConfigError(f"--partitions {partitions}: must be >= 1")
     quick = getattr(args, "quick", False)
     from spark_stream_sched.bench.spark_bench import run
 
@@ -78,7 +84,7 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
                show_progress=not getattr(args, "no_progress", False), engines=engines,
                long_rows=_count(args, "long_rows", 8_000_000), cores=cores,
                warmup=_count(args, "warmup", 1), cluster=cluster, cluster_cores=cluster_cores,
-               project=project)
+               project=project, partitions=partitions)
 
 
 def _ints(flag: str, text: str, count: int | None) -> list[int]:

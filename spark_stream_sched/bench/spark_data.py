@@ -62,6 +62,8 @@ class Workload:
     size: str
     slide: str
     watermark: str
+    #: the source's ``numPartitions`` (Spark tasks per micro-batch); None: the source's default
+    partitions: int | None = None
 
     @property
     def n_inputs(self) -> int:
@@ -256,8 +258,9 @@ def emitted_match(rows: Output, truth: Truth) -> bool:
 # -- the options of our engines ------------------------------------------------------------------
 
 
-#: The source's engines and their option ``splitRows`` (where a batch's rows are read).
-SOURCE_SPLIT_ROWS = {"ordered-agg": "driver", "ordered-agg-tasks": "tasks"}
+#: The source's engines and their option ``splitRows`` (where a batch's rows are read; ``auto``,
+#: the default, is ``tasks`` for the benchmark's Parquet inputs).
+SOURCE_SPLIT_ROWS = {"ordered-agg": "auto", "ordered-agg-driver": "driver"}
 
 
 def source_options(work: Workload, max_records: int | None) -> dict[str, str]:
@@ -267,6 +270,8 @@ def source_options(work: Workload, max_records: int | None) -> dict[str, str]:
                "endOfInput": "availableNow"}
     if max_records is not None:
         options["maxRecordsPerTrigger"] = str(max_records)
+    if work.partitions is not None:
+        options["numPartitions"] = str(work.partitions)
     return options
 
 

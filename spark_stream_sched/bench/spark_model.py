@@ -53,7 +53,7 @@ Record = dict[str, Any]
 PROJECT_CORES = (4, 16, 64)
 #: Tasks one stage can use, per engine (absent: no cap). Ours give each group to one task.
 CAPS = {engine: DEFAULT_PARTITION_GROUPS for engine in (
-    "ordered-agg", "ordered-agg-tasks", "transform", "ordered-agg-sink",
+    "ordered-agg", "ordered-agg-driver", "transform", "ordered-agg-sink",
     "ordered-agg-sink-unpartitioned")}
 
 

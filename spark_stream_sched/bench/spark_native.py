@@ -11,8 +11,9 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   by a position built from Spark's own file metadata, right on ties (the files' names sort in
   stream order). It is the honest native peer of an ordered first value;
 * **ordered-agg**: the source, ``spark.readStream.format("ordered-agg")`` over the N directories;
-  **ordered-agg-tasks** the same with ``splitRows=tasks`` (each task reads the batch's rows,
-  the driver only their timestamps);
+  by default (``splitRows=auto``, for Parquet ``tasks``) each task reads the batch's rows and
+  the driver admits whole row groups from the files' footers; **ordered-agg-driver** the same
+  with ``splitRows=driver`` (the driver reads and splits the rows, each task reads its own);
 * **transform**: ``ordered(...)`` over the N file streams -> ``window`` -> ``agg``
   (``transformWithStateInPandas``, RocksDB state) into Spark's Parquet sink;
   **transform-keyed** the same with a keyed row operator before the windows
@@ -70,7 +71,7 @@ __all__ = ["LONG_ENGINES", "reference_windows", "run_engine", "true_windows"]
 
 #: Engines of the long-stream case (native would take minutes per run there). It runs the
 #: source with its own batch sizing, which the file streams of the input floors cannot follow.
-LONG_ENGINES = ("ordered-agg", "ordered-agg-tasks", *SOURCE_FLOORS)
+LONG_ENGINES = ("ordered-agg", "ordered-agg-driver", *SOURCE_FLOORS)
 Record = dict[str, Any]
 
 
@@ -183,7 +184,7 @@ def _native_inputs(spark: Any, work: Workload, files: int, minby: bool) -> Any:
 
 
 def run_ordered(spark: Any, work: Workload, out: Path, max_records: int | None,
-                split_rows: str = "driver") -> Record:
+                split_rows: str = "auto") -> Record:
     """``readStream.format("ordered-agg")`` into Parquet (None: the default sizing).
 
     ``split_rows``: the source's option ``splitRows`` (where a batch's rows are read and split).

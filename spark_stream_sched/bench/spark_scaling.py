@@ -42,10 +42,10 @@ from spark_stream_sched.errors import SparkStreamSchedError
 
 #: Engines whose scaling is measured: the ones that should scale with cores (the source, the
 #: transformation, the sink), their floor, and the native peers they are compared with.
-SCALING_ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-tasks", "transform",
+SCALING_ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-driver", "transform",
                    "ordered-agg-sink", "floor-python")
 #: Engines of the cluster point: ours that scale.
-CLUSTER_ENGINES = ("ordered-agg", "ordered-agg-tasks", "transform", "ordered-agg-sink")
+CLUSTER_ENGINES = ("ordered-agg", "ordered-agg-driver", "transform", "ordered-agg-sink")
 #: Prefix of the child's result lines on stdout (Spark's Python workers print there too).
 _LINE = "bench-spark-run "
 #: Seconds the child waits for a cluster's executors to register.

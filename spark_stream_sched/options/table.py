@@ -123,14 +123,15 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           meaning="where `join` stages write the state they push to disk: one `join-spill-*` "
                   "directory per join stage and partition group, deleted when the group's "
                   "batch ends"),
-        S("splitRows", kind="`driver`, `tasks`", default="driver",
-          meaning="where a micro-batch's rows are read and split by partition group: once on "
-                  "the driver, each task then reading only its own rows, or in every task, "
-                  "each reading the whole batch and keeping its groups' rows; the driver then "
-                  "admits Parquet inputs by whole row groups from their footers' statistics "
-                  "(`maxRecordsPerTrigger` counted in whole row groups when one fits) and reads "
-                  "only the timestamps of other inputs (docs/source.md, \"Where the rows are "
-                  "read\"); results are identical", value="driver"),
+        S("splitRows", kind="`auto`, `driver`, `tasks`", default="auto",
+          meaning="where a micro-batch's rows are read and split by partition group: in every "
+                  "task, each reading the batch's columns it uses and keeping its groups' rows, "
+                  "the driver admitting Parquet inputs by whole row groups from their footers' "
+                  "statistics (`maxRecordsPerTrigger` counted in whole row groups when one fits) "
+                  "and reading only the timestamps of other inputs; or once on the driver, each "
+                  "task then reading only its own rows; `auto`: `tasks` for Parquet inputs, "
+                  "`driver` for CSV and JSON lines (docs/source.md, \"Where the rows are "
+                  "read\"); results are identical", value="auto"),
         S("adaptation", kind="`none`, `lazy-disk`, `active-disk`", default="none",
           meaning="move partition groups between Spark tasks at batch boundaries and push "
                   "join state to disk (Liu & Rundensteiner (2005), §5–§6); " + _ADAPT,

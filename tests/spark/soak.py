@@ -265,10 +265,15 @@ def sink_outputs(out: Path) -> dict[str, list[str]]:
     return {p.name: canonical(pq.read_table(p).to_pylist()) for p in sorted(out.glob("part-*"))}
 
 
-def equal_to_uninterrupted(soak: Soak) -> bool:
-    """Whether the killed run's output is the uninterrupted run's (batch by batch, file by file)."""
+def equal_to_uninterrupted(soak: Soak, reference: dict[int, list[str]] | None = None) -> bool:
+    """Whether the killed run's output is the uninterrupted run's (batch by batch, file by file).
+
+    ``reference``: the source's :func:`source_reference`, if already computed (it is computed
+    once per state location).
+    """
     if soak.mode == "source":
-        return source_outputs(soak) == source_reference(soak)
+        return source_outputs(soak) == (source_reference(soak) if reference is None
+                                        else reference)
     return sink_outputs(soak.work / "out") == sink_reference(soak)
 
 

@@ -113,7 +113,7 @@ def test_a_spilling_join_followed_by_stages_and_a_window_equals_the_oracle(
 
 def test_each_task_file_holds_the_rows_of_its_assigned_groups(tmp_path: Path) -> None:
     write_join_inputs(tmp_path)
-    reader = reader_for(tmp_path, adaptation="lazy-disk")
+    reader = reader_for(tmp_path, adaptation="lazy-disk", splitRows="driver")
     start = advance(reader, 3)
     end = reader.latestOffset(start, ReadMaxRows(150))
     parts = reader.partitions(start, end)

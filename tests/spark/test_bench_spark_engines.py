@@ -10,7 +10,7 @@ from spark_stream_sched.bench import spark_bench, spark_cases
 from spark_stream_sched.bench.spark_report import format_results
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-OURS = ("ordered-agg", "ordered-agg-tasks", "transform", "transform-keyed", "ordered-agg-sink",
+OURS = ("ordered-agg", "ordered-agg-driver", "transform", "transform-keyed", "ordered-agg-sink",
         "ordered-agg-sink-unpartitioned", "floor-precomputed")
 
 

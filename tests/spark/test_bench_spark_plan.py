@@ -18,8 +18,11 @@ from spark_stream_sched.bench.spark_cases import (
 )
 from spark_stream_sched.bench.spark_data import (
     DUPLICATES,
+    SOURCE_SPLIT_ROWS,
+    Workload,
     emitted_match,
     matches,
+    source_options,
     truth_scores,
 )
 from spark_stream_sched.bench.spark_model import model_rows, projected_seconds
@@ -42,7 +45,7 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     spark_cli.add_args(parser)
     assert parser.parse_args([]).engines == ",".join(spark_cases.ENGINES)  # default: all
     # the long case gives the source its own sizing (0 files per batch): no file-stream engine
-    assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "ordered-agg-tasks",
+    assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "ordered-agg-driver",
                                               "floor-precomputed", "floor-empty"}
 
 
@@ -99,11 +102,11 @@ def test_ratios_and_the_tables() -> None:
 def test_the_drivers_marginal_cpu_is_the_sources_less_the_floors_per_million_rows() -> None:
     rows = with_ratios([
         {"engine": e, "seconds_median": 1.0, "rows": 2_000_000, "cpu_driver_s": cpu}
-        for e, cpu in [("ordered-agg", 2.5), ("ordered-agg-tasks", 1.9),
+        for e, cpu in [("ordered-agg", 2.5), ("ordered-agg-driver", 1.9),
                        ("floor-precomputed", 1.8), ("transform", 0.3)]])
     by = {r["engine"]: r for r in rows}
     assert by["ordered-agg"]["driver_marginal_per_m_rows_s"] == 0.35
-    assert by["ordered-agg-tasks"]["driver_marginal_per_m_rows_s"] == 0.05
+    assert by["ordered-agg-driver"]["driver_marginal_per_m_rows_s"] == 0.05
     assert "driver_marginal_per_m_rows_s" not in by["transform"]  # not a source
 
 
@@ -117,6 +120,7 @@ def test_the_drivers_marginal_cpu_is_the_sources_less_the_floors_per_million_row
     (["--cluster", "local[2]"], "--cluster 'local[2]': expected a standalone master URL"),
     (["--cluster", "spark://127.0.0.1:7077", "--cluster-cores", "0"],
      "--cluster-cores 0: must be >= 1"),
+    (["--partitions", "0"], "--partitions 0: must be >= 1"),
 ])
 def test_bad_flags_fail_before_spark_starts(flags: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -127,7 +131,8 @@ def test_the_help_lists_the_new_engine_and_flags(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         spark_cli.main(["--help"])
     text = capsys.readouterr().out
-    for word in ("native-minby", "--project-cores", "--cluster", "--cluster-cores"):
+    for word in ("native-minby", "--project-cores", "--cluster", "--cluster-cores",
+                 "--partitions", "ordered-agg-driver"):
         assert word in text, word
 
 
@@ -198,3 +203,12 @@ def test_the_model_projects_the_one_core_run_and_checks_the_measured_points() ->
     assert "T(n) = S + P / min(n, cap)" in text
     assert "rows/s @64" in text
     assert "spark://127.0.0.1:7077" in text
+
+
+def test_the_source_engines_differ_in_split_rows_and_partitions_reach_the_source() -> None:
+    assert SOURCE_SPLIT_ROWS == {"ordered-agg": "auto", "ordered-agg-driver": "driver"}
+    work = Workload(("/a", "/b"), (), 100, 10, "30 seconds", "3 seconds", "10 seconds")
+    assert "numPartitions" not in source_options(work, None)  # the source's own default
+    again = Workload.from_json({**work.to_json(), "partitions": 8})  # as a child run gets it
+    assert source_options(again, 50)["numPartitions"] == "8"
+    assert source_options(again, 50)["maxRecordsPerTrigger"] == "50"

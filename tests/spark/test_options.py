@@ -145,3 +145,23 @@ def test_every_integer_sink_option_is_bounded(key: str, value: str, first_line: 
 def test_keep_metrics_defaults_to_a_thousand_batches() -> None:
     assert parse_options(BASE).keep_metrics == 1000
     assert parse_options(BASE | {"keepMetrics": "20"}).keep_metrics == 20
+
+
+@pytest.mark.parametrize(("extra", "chosen"), [
+    ({}, "tasks"),  # auto, Parquet (the default format): the driver reads only footers
+    ({"format": "csv"}, "driver"),  # auto, no statistics: the driver reads timestamps anyway
+    ({"format": "json"}, "driver"),
+    ({"splitRows": "AUTO", "format": "Parquet"}, "tasks"),
+    ({"splitRows": "driver"}, "driver"),  # an explicit choice is kept, whatever the format
+    ({"splitRows": "tasks", "format": "csv"}, "tasks"),
+])
+def test_split_rows_auto_reads_in_the_tasks_for_parquet_only(extra: dict[str, str],
+                                                             chosen: str) -> None:
+    assert parse_options(BASE | extra).split_rows == chosen
+
+
+def test_an_unknown_split_rows_names_the_choices() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_options(BASE | {"splitRows": "executors"})
+    assert "splitRows='executors'" in str(info.value)
+    assert all(choice in str(info.value) for choice in ("auto", "driver", "tasks"))

@@ -33,9 +33,14 @@ from .helpers import (
     drive_batches,
     expected_rows,
     output_key,
-    source_options,
     write_inputs,
 )
+from .helpers import source_options as query_options
+
+
+def source_options(root: str, n_inputs: int, state: str, **extra: Any) -> dict[str, str]:
+    """The query's options with the driver's split (``splitRows=driver``) unless overridden."""
+    return query_options(root, n_inputs, state, **{"splitRows": "driver", **extra})
 
 
 def make_reader(opts: dict[str, str]) -> OrderedAggStreamReader:

@@ -174,7 +174,8 @@ def write_out_of_order_inputs(root: Any) -> None:
 
 def test_out_of_order_input_fails_on_the_driver_naming_input_and_position(tmp_path) -> None:
     write_out_of_order_inputs(tmp_path)
-    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s")))
+    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s"),
+                                        splitRows="driver"))
     with pytest.raises(OutOfOrderError) as caught:
         reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
     assert str(caught.value).splitlines()[0] == (

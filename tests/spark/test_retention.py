@@ -75,10 +75,11 @@ def write_tick(tmp_path: Path, tick: int, keep_files: int) -> None:
         old.unlink(missing_ok=True)
 
 
-def run_source(tmp_path: Path, batches: int, keep_files: int = 4) -> list[tuple[int, int]]:
+def run_source(tmp_path: Path, batches: int, keep_files: int = 4,
+               **extra: str) -> list[tuple[int, int]]:
     """A streaming source, Spark's call order, one tick of files per batch; sizes per batch."""
     write_tick(tmp_path, 0, keep_files)
-    reader = stream_reader(source_opts(tmp_path))
+    reader = stream_reader(source_opts(tmp_path, **extra))
     sizes, start, previous = [], reader.initialOffset(), None
     for tick in range(batches):
         write_tick(tmp_path, tick, keep_files)
@@ -94,20 +95,23 @@ def run_source(tmp_path: Path, batches: int, keep_files: int = 4) -> list[tuple[
 
 
 @pytest.mark.slow
-def test_source_location_stops_growing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("split_rows", ["driver", "tasks"])
+def test_source_location_stops_growing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       split_rows: str) -> None:
     # With the retention knobs small (5 metrics files and assignment records, manifests
     # compacted every 8 consumed files) every kind of file reaches its steady state within 30
     # batches; 90 batches later the location must be no larger. A file kept per batch (a
     # metrics file, an assignment record, a manifest line, a task's rows: 0.1-2 KB each)
     # would add 90 files and tens of KB.
     monkeypatch.setattr(input_manifest, "COMPACT_AT", 8)
-    sizes = run_source(tmp_path, 120)
+    sizes = run_source(tmp_path, 120, splitRows=split_rows)
     first, last = sizes[:30], sizes[-30:]
     assert max(f for f, _ in last) <= max(f for f, _ in first), (first, last)
     assert max(b for _, b in last) <= 1.1 * max(b for _, b in first), (first, last)
     names = {p.relative_to(tmp_path / "state").parts[0] for p in (tmp_path / "state").rglob("*")}
+    split = {"batches"} if split_rows == "driver" else set()  # the driver's split of the rows
     assert names == {"_lock", "_query.json", "_source.json", "inputs", "versions", "metrics",
-                     "assignments", "batches"}
+                     "assignments", *split}
 
 
 def run_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: int

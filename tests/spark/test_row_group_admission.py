@@ -179,7 +179,8 @@ def test_files_without_statistics_are_admitted_by_rows(tmp_path) -> None:
 def test_a_row_out_of_order_inside_a_row_group_fails_in_the_tasks_with_the_drivers_error(
         tmp_path) -> None:
     write_out_of_order_inputs(tmp_path)
-    on_driver = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s1")))
+    on_driver = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s1"),
+                                           splitRows="driver"))
     with pytest.raises(OutOfOrderError) as driver_error:
         on_driver.latestOffset(on_driver.initialOffset(), on_driver.getDefaultReadLimit())
     in_tasks = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s2"),

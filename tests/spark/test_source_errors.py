@@ -78,7 +78,8 @@ def unsorted_input(root) -> str:
 
 def test_out_of_order_names_input_directory_file_row_and_the_option(tmp_path) -> None:
     late = unsorted_input(tmp_path)
-    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "state")))
+    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "state"),
+                                        splitRows="driver"))
     with pytest.raises(InputError) as info:
         reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
     first = str(info.value).splitlines()[0]
@@ -153,10 +154,23 @@ def test_truncated_input_file_fails_with_our_first_line(spark, tmp_path) -> None
 
 
 @pytest.mark.spark
-def test_out_of_order_input_fails_with_our_first_line(spark, tmp_path) -> None:
+@pytest.mark.parametrize("split_rows", ["driver", "tasks"])
+def test_out_of_order_input_fails_with_our_first_line(spark, tmp_path, split_rows: str) -> None:
+    """``driver``: ``latestOffset`` refuses the row; ``tasks`` (Parquet's default): the task.
+
+    A task's error reaches a ``foreachBatch`` function inside Spark's Python traceback of that
+    function, so the tasks' case writes to Parquet, as a query would.
+    """
     late = unsorted_input(tmp_path / "in")
-    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"))
-    line = first_line(start_query(spark, opts, str(tmp_path / "ckpt"), []))
+    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"), splitRows=split_rows)
+    if split_rows == "driver":
+        query = start_query(spark, opts, str(tmp_path / "ckpt"), [])
+    else:
+        query = (spark.readStream.format("ordered-agg").options(**opts).load().writeStream
+                 .format("parquet").option("path", str(tmp_path / "out"))
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+    line = first_line(query)
     assert f"OutOfOrderError: input 1 ({tmp_path / 'in' / 'in1'}) is out of order in file " \
            f"{late!r} at row 2 (0-based; position " in line
     assert line.endswith("or set outOfOrder=drop to drop such rows")

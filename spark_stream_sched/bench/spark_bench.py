@@ -36,8 +36,7 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     ``maxRecordsPerTrigger``, the floors replay its batching-A micro-batches. The long case runs
     :data:`LONG_ENGINES` with the source's default ``Trigger.AvailableNow`` sizing. Every case
     starts with ``warmup`` untimed rounds. The model's rows (projections to ``project`` cores
-    and checks against the measured points) come last. ``partitions`` is the source's
-    ``numPartitions`` (Spark tasks per micro-batch; None: the source's default).
+    and checks against the measured points) come last. ``partitions``: the source's tasks.
     """
     from spark_stream_sched.bench.common import progress
     from spark_stream_sched.bench.spark_cases import Case, prepare, run_case
@@ -62,14 +61,12 @@ def run(rows: int = 2_000_000, n_inputs: int = 8, keys: int = 1000, size: str = 
     try:
         spark = embedded.get_spark(master=master, settings=SETTINGS)
         engine = functools.partial(run_engine, spark)
+        query = (n_inputs, keys, seed, size, slide, watermark, partitions)  # both cases'
         with progress(total, "bench spark", show_progress) as bar:
-            work, truth, oracle = prepare(main_case, rows, n_inputs, keys, seed, size, slide,
-                                          watermark, partitions)
+            work, truth, oracle = prepare(main_case, rows, *query)
             results = run_case(main_case, work, truth, oracle, engine, bar)
             if long_rows and long_case.engines:
-                long_work, long_truth, long_oracle = prepare(
-                    long_case, long_rows, n_inputs, keys, seed, size, slide, watermark,
-                    partitions)
+                long_work, long_truth, long_oracle = prepare(long_case, long_rows, *query)
                 results += run_case(long_case, long_work, long_truth, long_oracle, engine,
                                     bar)
             if cores and scaled:

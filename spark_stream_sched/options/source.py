@@ -230,10 +230,11 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
     if not inputs:
         raise ConfigError(f"option inputs={opts['inputs']!r} names no input path")
     schema_text = opts.get("schema", "").strip()
+    fmt = canonical_format(opts.get("format", "parquet"), "option format")
     return SourceConfig(
         spec=spec_from_options(opts, len(inputs)),
         inputs=inputs,
-        format=canonical_format(opts.get("format", "parquet"), "option format"),
+        format=fmt,
         state_location=opts.get("stateLocation", "").strip(),
         num_partitions=int_option("numPartitions",
                                   opts.get("numPartitions", str(DEFAULT_NUM_PARTITIONS)), 1,
@@ -254,12 +255,12 @@ def parse_options(options: Mapping[str, str], streaming: bool = True) -> SourceC
         adaptation=adaptation_from_options(opts),
         keep_metrics=keep_option(opts),
         spill_location=spill_option(opts),
-        split_rows=split_rows(opts),
+        split_rows=split_rows(opts.get("splitRows", "auto"), fmt),
     )
 
 
-def split_rows(opts: Mapping[str, str]) -> str:
-    """Option ``splitRows`` resolved to ``driver`` or ``tasks`` (default ``auto``).
+def split_rows(text: str, fmt: str) -> str:
+    """Option ``splitRows`` (``text``) resolved to ``driver`` or ``tasks`` for input format ``fmt``.
 
     ``auto`` is ``tasks`` when the inputs are Parquet: the driver then admits whole row groups
     from the files' footers and reads no row, and each task reads the batch's columns it uses
@@ -269,10 +270,9 @@ def split_rows(opts: Mapping[str, str]) -> str:
     batch costs more (measured: the tasks were faster with 2 tasks, slower with 4 and 8), so
     ``auto`` is ``driver``, whose cost does not grow with the tasks.
     """
-    chosen = choice_option("splitRows", opts.get("splitRows", "auto"), SPLIT_ROWS)
+    chosen = choice_option("splitRows", text, SPLIT_ROWS)
     if chosen != "auto":
         return chosen
-    fmt = canonical_format(opts.get("format", "parquet"), "option format")
     return "tasks" if fmt == "parquet" else "driver"
 
 

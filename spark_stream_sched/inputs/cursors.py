@@ -97,18 +97,22 @@ def _walk(files: list[str], cursor: Cursor, fmt: str,
 
 
 def read_between(stream: InputStream, files: list[str], start: Cursor, end: Cursor,
-                 ts_column: str, policy: str) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+                 ts_column: str, policy: str,
+                 warn: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """Rows of ``stream`` between two cursors, with their event times and seq numbers.
 
     Returns ``(rows, ts, seq)``: rows out of order are already dropped (policy ``drop``) or
     raise :class:`OutOfOrderError` (policy ``fail``); ``seq`` counts dropped rows too.
+    ``warn``: log the dropped rows (the reader that is the first to see them: the tasks of
+    ``splitRows=tasks``, whose driver reads no row; :func:`advance` logs them otherwise).
     """
     with naming_input(stream):
-        return _read_between(stream, files, start, end, ts_column, policy)
+        return _read_between(stream, files, start, end, ts_column, policy, warn)
 
 
 def _read_between(stream: InputStream, files: list[str], start: Cursor, end: Cursor,
-                  ts_column: str, policy: str) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+                  ts_column: str, policy: str,
+                  warn: bool) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     n_rows = end.seq - start.seq
     ranges = _walk(files, start, stream.fmt, n_rows)
     parts = [read_file_rows(f, stream.fmt, stream.schema, a, b) for f, a, b in ranges]
@@ -127,8 +131,15 @@ def _read_between(stream: InputStream, files: list[str], start: Cursor, end: Cur
     except OutOfOrderError as exc:
         raise locate(exc, stream, files, start) from None
     if keep is not None:
+        if warn:
+            _warn_dropped(stream, int((~keep).sum()), start.seq, n_rows)
         rows, ts, seq = rows.filter(pa.array(keep)), ts[keep], seq[keep]
     return rows, ts, seq
+
+
+def _warn_dropped(stream: InputStream, dropped: int, seq: int, n_rows: int) -> None:
+    log.warning("input %d: dropped %d out-of-order rows among positions %d..%d "
+                "(outOfOrder=drop)", stream.input_id, dropped, seq, seq + n_rows - 1)
 
 
 class EventTimeCache:
@@ -254,9 +265,7 @@ def advance(stream: InputStream, files: list[str], start: Cursor, n_rows: int,
             raise locate(exc, stream, files, start) from None
         kept = ts if keep is None else ts[keep]
         if len(kept) < len(ts):
-            log.warning("input %d: dropped %d out-of-order rows among positions %d..%d "
-                        "(outOfOrder=drop)", stream.input_id, len(ts) - len(kept), start.seq,
-                        start.seq + n_rows - 1)
+            _warn_dropped(stream, len(ts) - len(kept), start.seq, n_rows)
         last = start.last_ts
         if len(kept):
             last = int(kept[-1]) if last is None else max(last, int(kept[-1]))

@@ -106,13 +106,16 @@ def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
 
 
 def rows_between(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
-                 end: Offset) -> pa.Table:
-    """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns."""
+                 end: Offset, warn: bool = False) -> pa.Table:
+    """Rows of all inputs between the offsets, with ``__input``/``__seq`` columns.
+
+    ``warn``: log rows dropped as out of order (:func:`~.cursors.read_between`).
+    """
     c = plan.config
     parts = []
     for j, stream in enumerate(plan.streams):
         rows, _, seq = read_between(stream, list(files[j]), start.cursors[j], end.cursors[j],
-                                    c.timestamp_column, c.out_of_order)
+                                    c.timestamp_column, c.out_of_order, warn)
         rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
         parts.append(rows.append_column(SEQ_COL, pa.array(seq)))
     return pa.concat_tables(parts)

@@ -271,8 +271,9 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
         rows = (read_once.read_task_rows(partition.rows_file)
                 if partition.rows_file is not None else None)
-        if rows is None:  # splitRows=tasks (or the split file is gone): the batch's rows;
-            rows = rows_between(self._plan, partition.files, start, end)  # run keeps ours
+        if rows is None:  # splitRows=tasks (or the split file is gone): the batch's rows,
+            rows = rows_between(self._plan, partition.files, start, end,  # run keeps ours;
+                                warn=partition.index == 0)  # drops are logged by one task
         files = FileStateStore(location, cache_budget=self._plan.config.adaptation.budget)
         initial = start == Offset.initial(n)
         store = BatchStore(files, None if initial else files.entries(version_id(start)),

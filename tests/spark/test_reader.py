@@ -7,6 +7,7 @@ problems must be clear errors.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import Any
@@ -187,6 +188,25 @@ def test_out_of_order_input_fails_on_the_driver_naming_input_and_position(tmp_pa
                                           outOfOrder="drop"))
     rows = [r for b in run_batches(dropping) for r in b]
     assert sum(r["n"] for r in rows) == 2 * 6  # 6 rows kept, each in 2 sliding windows
+
+
+@pytest.mark.parametrize("split_rows", ["driver", "tasks"])
+def test_a_dropped_out_of_order_row_is_logged_once_per_batch(
+        tmp_path, caplog: pytest.LogCaptureFixture, split_rows: str) -> None:
+    # with splitRows=tasks the driver reads no row and every task reads the whole batch:
+    # one task logs the drop (before, none did)
+    write_out_of_order_inputs(tmp_path)
+    reader = make_reader(source_options(str(tmp_path), 2, str(tmp_path / "s"),
+                                        outOfOrder="drop", splitRows=split_rows,
+                                        numPartitions="3"))
+    with caplog.at_level(logging.WARNING):
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        parts = reader.partitions(start, end)
+        [b for part in parts for b in reader.read(part)]  # noqa: B018 - read them all
+    assert len(parts) == 3
+    assert [r.getMessage() for r in caplog.records if "out-of-order" in r.getMessage()] == [
+        "input 1: dropped 1 out-of-order rows among positions 0..3 (outOfOrder=drop)"]
 
 
 @settings(max_examples=12, deadline=None,

@@ -40,7 +40,7 @@ first pushes the join state of the groups in ``pushes`` to disk.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +144,7 @@ class GroupedBatch:
         bound = end_bound if start_bound is None or end_bound is None else max(
             end_bound, start_bound)
         hold = None if bound == TS_MAX else hold
-        kept = drop_late(rows, start_bound, self.spec, self.late)
+        kept = drop_late(rows, start_bound, self.spec, self.late, self.groups)
         group_of = group_of_rows(kept, self.spec.key_columns, self.spec.partition_groups)
         per_group = self.own_rows(kept, group_of)
         before = {g: store.load(g) for g in self.groups}
@@ -300,10 +300,15 @@ def update(group: GroupOperator, rows: pa.Table, bound: int | None,
     return group.update(rows, bound)
 
 
-def drop_late(rows: pa.Table, start_bound: int | None, spec: QuerySpec, late: str) -> pa.Table:
+def drop_late(rows: pa.Table, start_bound: int | None, spec: QuerySpec, late: str,
+              groups: Collection[int] | None = None) -> pa.Table:
     """Refuse (or, with ``outOfOrder=drop``, drop) rows below the bound already released.
 
-    ``late`` is the error message's format (see :class:`GroupedBatch`).
+    ``late`` is the error message's format (see :class:`GroupedBatch`). The warning for
+    dropped rows counts those of partition ``groups`` only (None: every row): a source task
+    of ``splitRows=tasks`` reads the whole batch, and counting every late row in each task
+    would log the batch's figure once per task. The first late row of ``rows`` is refused
+    whatever its group, so every task names the same row.
     """
     if start_bound is None or rows.num_rows == 0:
         return rows
@@ -316,7 +321,11 @@ def drop_late(rows: pa.Table, start_bound: int | None, spec: QuerySpec, late: st
     if spec.out_of_order == "fail":
         raise InputError(late.format(input=row[INPUT_COL], position=row[SEQ_COL],
                                      ts=int(ts[first]), bound=start_bound))
-    log.warning("dropped %d late rows (outOfOrder=drop)", int(is_late.sum()))
+    mine = int(is_late.sum()) if groups is None else int(np.isin(group_of_rows(
+        rows.filter(pa.array(is_late)), spec.key_columns, spec.partition_groups),
+        list(groups)).sum())
+    if mine:
+        log.warning("dropped %d late rows (outOfOrder=drop)", mine)
     return rows.filter(pa.array(~is_late))
 
 

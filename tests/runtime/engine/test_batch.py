@@ -9,6 +9,7 @@ scheduler, and the executor's worker pools must be reused, not rebuilt per batch
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_stream_sched.errors import InputError
+from spark_stream_sched.runtime.distribution.groups import group_of_rows
 from spark_stream_sched.runtime.engine.batch import BatchResult, GroupedBatch, query_hold
 from spark_stream_sched.runtime.engine.order import in_output_order
 from spark_stream_sched.runtime.executor import pools
@@ -171,6 +173,31 @@ def test_late_rows_of_an_idle_input_fail_or_are_dropped() -> None:
                                                       1000, 3000)
     assert result.metrics["late_dropped"] == 1
     assert result.output.to_pylist() == [{"window_start": 2000, "window_end": 3000, "n": 1}]
+
+
+def test_a_task_logs_the_late_rows_of_its_own_groups(caplog: pytest.LogCaptureFixture) -> None:
+    # a source task of splitRows=tasks runs over the whole batch: it drops every late row but
+    # counts only its groups' in the warning, so the tasks' warnings add up to the batch's
+    keys = ["a", "b", "c", "d", "e", "f"]
+    table = pa.table({"ts": pa.array([100] * 6 + [2000], pa.int64()), "k": keys + ["a"],
+                      "g": pa.array([0] * 7, pa.int64()), "v": [1.0] * 7,
+                      "i": pa.array([1] * 7, pa.int64()), "s": ["x"] * 7}).cast(SCHEMA)
+    spec = QuerySpec(1, 1000, 1000, ("count(*) as n",), key_columns=("k",),
+                     out_of_order="drop", partition_groups=4)
+    group_of = group_of_rows(table.slice(0, 6), ["k"], 4)
+    mine = int(group_of[0])
+    logged = []
+    for groups in [(mine,), tuple(g for g in range(4) if g != mine)]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            result = GroupedBatch(spec, SCHEMA, groups).run(with_ids(table, 0, 0),
+                                                            MemoryStore(), 1000, 3000)
+        assert result.metrics["late_dropped"] == 6  # the batch's figure, in every task
+        logged += [r.getMessage() for r in caplog.records]
+    others = 6 - int((group_of == mine).sum())
+    assert 0 < others < 6  # the keys fall into both tasks' groups
+    assert logged == [f"dropped {6 - others} late rows (outOfOrder=drop)",
+                      f"dropped {others} late rows (outOfOrder=drop)"]
 
 
 def test_workers_without_scheduler_run_on_the_executor_under_fifo() -> None:

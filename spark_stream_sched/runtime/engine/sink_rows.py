@@ -168,21 +168,24 @@ def sequence_drops(tables: Sequence[pa.Table], config: SinkConfig, batch_id: int
     ids, data = input_ids(table, config, batch_id), ~end_rows(table, config)
     ts = np.full(table.num_rows, np.iinfo(np.int64).min, np.int64)
     if data.any():
-        ts[data] = event_times(table.filter(pa.array(data)), config.spec.timestamp_column,
-                               f"ordered-agg sink batch {batch_id}")
+        times = table.select([config.spec.timestamp_column])  # no other column is copied
+        ts[data] = event_times(times if data.all() else times.filter(pa.array(data)),
+                               config.spec.timestamp_column, f"ordered-agg sink batch {batch_id}")
     column = table.column(name)
     if column.null_count:
         raise InputError(f"ordered-agg sink: batch {batch_id}: sequenceColumn {name!r} is null "
                          f"in {column.null_count} rows")
     # One stable Arrow sort by (input, sequence) (strings sort natively; as NumPy objects they
-    # sort in Python, ~2x slower): each input's data rows are then one run in sequence order.
-    order = pc.sort_indices(pa.table({"i": pa.array(ids), "s": column}),
+    # sort in Python, ~2x slower; over one chunk rather than one per task, ~1.5x faster): each
+    # input's data rows are then one run in sequence order.
+    order = pc.sort_indices(pa.table({"i": pa.array(ids), "s": _one_chunk(column)}),
                             sort_keys=[("i", "ascending"), ("s", "ascending")]).to_numpy()
     order = order[data[order]]
     dropped = np.zeros(table.num_rows, dtype=bool)
-    for i in np.unique(ids[order]).tolist():
-        lo, hi = np.searchsorted(ids[order], [i, i + 1])
-        where = order[lo:hi]
+    for where in np.split(order, np.flatnonzero(np.diff(ids[order])) + 1):
+        if not len(where):
+            continue
+        i = int(ids[where[0]])
         start = seen[i] if seen[i] is not None else np.iinfo(np.int64).min
         before = np.maximum.accumulate(np.concatenate([[start], ts[where]]))[:-1]
         bad = ts[where] < before
@@ -191,6 +194,14 @@ def sequence_drops(tables: Sequence[pa.Table], config: SinkConfig, batch_id: int
         dropped[where[bad]] = True
     cuts = np.cumsum([t.num_rows for t in tables])[:-1]
     return np.split(dropped, cuts)
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``column`` as one array (kept chunked when one would overflow its 32-bit offsets)."""
+    try:
+        return column.combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowCapacityError):
+        return column
 
 
 def _sequence_error(config: SinkConfig, batch_id: int, i: int, column: pa.ChunkedArray,

@@ -28,7 +28,7 @@ def scratch_env(local: Path, environ: Mapping[str, str], *, daemon: bool = False
     it goes through ``JAVA_TOOL_OPTIONS``, which every JVM reads. An option already in
     ``environ`` is kept before ours.
     """
-    tmp = local / "tmp"
+    tmp = temp_dir(local)
     tmp.mkdir(parents=True, exist_ok=True)
     option = f"-Djava.io.tmpdir={tmp}"
 
@@ -40,3 +40,8 @@ def scratch_env(local: Path, environ: Mapping[str, str], *, daemon: bool = False
     if daemon:
         env["JAVA_TOOL_OPTIONS"] = extended("JAVA_TOOL_OPTIONS")
     return env
+
+
+def temp_dir(local: Path) -> Path:
+    """The temporary directory (``TMPDIR``, ``java.io.tmpdir``) :func:`scratch_env` sets."""
+    return local / "tmp"

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from spark_stream_sched.testing.faults import ENV_AT, ENV_ONCE, ENV_PGID
 
+from .. import spark_scratch
 from .datagen import make_stream, write_stream
 from .soak_samples import figures, kill_times, read_samples
 
@@ -154,15 +155,12 @@ def scratch_env(soak: Soak) -> dict[str, str]:
     A SIGKILLed JVM leaves its ``spark-*`` and ``blockmgr-*`` directories behind, a killed
     worker its ``join-spill-*`` directory (docs/state_store.md, "Retention", last row).
     """
-    tmp, local = soak.work / "tmp", soak.work / "spark-local"
-    tmp.mkdir(exist_ok=True)
-    local.mkdir(exist_ok=True)
-    return {"TMPDIR": str(tmp), "SPARK_LOCAL_DIRS": str(local)}
+    return spark_scratch.scratch_env(soak.work / "spark-local", os.environ)
 
 
 def spill_dirs_left(soak: Soak) -> int:
     """The join's spill directories the killed workers left in their temporary directory."""
-    return len(list((soak.work / "tmp").glob("join-spill-*")))
+    return len(list(spark_scratch.temp_dir(soak.work / "spark-local").glob("join-spill-*")))
 
 
 def run_killed(soak: Soak, timeout: float = 3600.0) -> Run:

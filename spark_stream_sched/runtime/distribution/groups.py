@@ -7,7 +7,8 @@ fixed when a query first starts. Every door of the engine routes rows with the f
 
 * :func:`group_of_rows` -- a row's group: the stable hash of its key columns
   (:func:`~spark_stream_sched.runtime.keys.key_hash`, the same in every process) modulo the
-  number of groups; one group (0) without key columns;
+  number of groups, or (new sink states, :data:`GROUP_FUNCTIONS`) Spark SQL's
+  ``pmod(hash(keys), n)`` (:mod:`~.murmur3`); one group (0) without key columns;
 * :func:`initial_groups` / :func:`group_range_for_task` -- before any distributed adaptation a
   task runs a contiguous range of groups (the distribution manager,
   :mod:`~spark_stream_sched.runtime.distribution.manager`, may later move groups);
@@ -23,26 +24,47 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.distribution.murmur3 import murmur3_groups
 from spark_stream_sched.runtime.keys import (
     assign_to_partition_group,
     group_range_for_task,
     key_hash,
 )
 
-__all__ = ["assign_to_partition_group", "group_of_rows", "group_range_for_task",
-           "initial_groups", "radix_key", "split_by_group"]
+__all__ = ["GROUP_FUNCTIONS", "assign_to_partition_group", "check_group_function",
+           "group_of_rows", "group_range_for_task", "initial_groups", "radix_key",
+           "split_by_group"]
+
+#: The functions from a row's key to its partition group. ``splitmix64``: the runtime's stable
+#: key hash modulo the number of groups (every door; Spark computes it only in steps, see
+#: :mod:`~.group_steps`). ``murmur3``: Spark SQL's ``pmod(hash(keys), n)`` (:mod:`~.murmur3`),
+#: which the sink's states use where every key column has that mirror, so Spark routes rows
+#: to the sink's tasks in one native expression. A state keeps the function it started with.
+GROUP_FUNCTIONS = ("splitmix64", "murmur3")
 
 
-def group_of_rows(rows: pa.Table, key_columns: Sequence[str], n_groups: int) -> np.ndarray:
-    """Partition group (int32) of each row of ``rows``.
+def check_group_function(name: str) -> str:
+    """``name`` if it is one of :data:`GROUP_FUNCTIONS` (ConfigError otherwise)."""
+    if name not in GROUP_FUNCTIONS:
+        raise ConfigError(f"unknown partition-group function {name!r}; known: "
+                          f"{', '.join(GROUP_FUNCTIONS)}")
+    return name
 
-    The key hash is a function of each value alone, so with one key column each *distinct* key
-    is hashed once (dictionary encoding) instead of every row; an integer key whose values span
-    few integers hashes that span and looks each row up.
+
+def group_of_rows(rows: pa.Table, key_columns: Sequence[str], n_groups: int,
+                  function: str = "splitmix64") -> np.ndarray:
+    """Partition group (int32) of each row of ``rows`` by ``function`` (:data:`GROUP_FUNCTIONS`).
+
+    The ``splitmix64`` key hash is a function of each value alone, so with one key column each
+    *distinct* key is hashed once (dictionary encoding) instead of every row; an integer key
+    whose values span few integers hashes that span and looks each row up.
     """
     keys = list(key_columns)
     if not keys:
         return np.zeros(rows.num_rows, np.int32)
+    if function == "murmur3":
+        return murmur3_groups(rows, keys, n_groups)
     if len(keys) == 1 and rows.num_rows:
         column = rows.column(keys[0]).combine_chunks()
         dense = _dense_integer_groups(column, keys[0], n_groups)

@@ -145,7 +145,8 @@ class GroupedBatch:
             end_bound, start_bound)
         hold = None if bound == TS_MAX else hold
         kept = drop_late(rows, start_bound, self.spec, self.late, self.groups)
-        group_of = group_of_rows(kept, self.spec.key_columns, self.spec.partition_groups)
+        group_of = group_of_rows(kept, self.spec.key_columns, self.spec.partition_groups,
+                                 self.spec.group_function)
         per_group = self.own_rows(kept, group_of)
         before = {g: store.load(g) for g in self.groups}
         loaded = {g: self.release(before[g], per_group.get(g), bound) for g in self.groups}
@@ -321,9 +322,11 @@ def drop_late(rows: pa.Table, start_bound: int | None, spec: QuerySpec, late: st
     if spec.out_of_order == "fail":
         raise InputError(late.format(input=row[INPUT_COL], position=row[SEQ_COL],
                                      ts=int(ts[first]), bound=start_bound))
-    mine = int(is_late.sum()) if groups is None else int(np.isin(group_of_rows(
-        rows.filter(pa.array(is_late)), spec.key_columns, spec.partition_groups),
-        list(groups)).sum())
+    mine = int(is_late.sum())
+    if groups is not None:
+        late_groups = group_of_rows(rows.filter(pa.array(is_late)), spec.key_columns,
+                                    spec.partition_groups, spec.group_function)
+        mine = int(np.isin(late_groups, list(groups)).sum())
     if mine:
         log.warning("dropped %d late rows (outOfOrder=drop)", mine)
     return rows.filter(pa.array(~is_late))

@@ -122,7 +122,8 @@ def prepare(table: pa.Table, config: SinkConfig, batch_id: int) -> Prepared:
     seq[order] = (np.int64(batch_id) << np.int64(32)) + np.arange(len(order), dtype=np.int64)
     rows = data.select(runtime.names).append_column(INPUT_COL, pa.array(ids, pa.int32())) \
         .append_column(SEQ_COL, pa.array(seq, pa.int64()))
-    groups = group_of_rows(rows, config.spec.key_columns, config.spec.partition_groups)
+    groups = group_of_rows(rows, config.spec.key_columns, config.spec.partition_groups,
+                           config.spec.group_function)
     return Prepared(rows, np.asarray(groups, np.int64), ids, ts, ends)
 
 

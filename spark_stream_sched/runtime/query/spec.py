@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.aggregates import parse_aggregates
+from spark_stream_sched.runtime.distribution.groups import check_group_function
 from spark_stream_sched.runtime.durations import format_duration, parse_duration
 from spark_stream_sched.runtime.expr import parse_predicate
 from spark_stream_sched.runtime.keyed.base import operator_class
@@ -69,7 +70,10 @@ class QuerySpec:
     and ``count(*) as n`` are the same query; so are ``operators``, the keyed stages applied
     per key before the window (:mod:`~spark_stream_sched.runtime.keyed.pipeline`).
     ``window_ms == 0`` means no window: the last operator gives the result (rows, or sessions
-    with ``aggregates``).
+    with ``aggregates``). ``group_function`` maps a key to its partition group
+    (:data:`~spark_stream_sched.runtime.distribution.groups.GROUP_FUNCTIONS`): it lays out the
+    state, never changes a result, and is not part of the definition (:meth:`to_json`); the
+    sink records it with its state (``SinkConfig.wiring``).
     """
 
     n_inputs: int
@@ -82,6 +86,7 @@ class QuerySpec:
     where: str | None = None
     partition_groups: int = DEFAULT_PARTITION_GROUPS
     operators: tuple[str, ...] = ()
+    group_function: str = "splitmix64"
 
     def __post_init__(self) -> None:
         if self.n_inputs < 1:
@@ -97,6 +102,7 @@ class QuerySpec:
         if self.where is not None:
             parse_predicate(self.where)
         check_partition_groups(self.partition_groups)
+        check_group_function(self.group_function)
         if len(set(self.key_columns)) != len(self.key_columns):
             raise ConfigError(f"keyColumns {list(self.key_columns)} names a column twice")
 
@@ -134,10 +140,12 @@ class QuerySpec:
     def to_json(self) -> dict[str, Any]:
         """Every field as JSON values, in a fixed order (what the state location records).
 
+        ``group_function`` is left out (it is not what the query computes), and
         ``operators`` is left out when empty, so queries defined before operators existed keep
         their fingerprint.
         """
         fields = asdict(self)
+        del fields["group_function"]  # how state is laid out, not what is computed
         if not self.operators:
             del fields["operators"]
         return {name: list(v) if isinstance(v, tuple) else v for name, v in fields.items()}

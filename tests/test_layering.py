@@ -117,8 +117,9 @@ def test_every_adapter_module_talks_to_spark_and_the_adapter_stays_small() -> No
     lines = sum(len(f.read_text().splitlines()) for f in files)
     # 4,358 lines in 20 modules before the engine left the adapter; 2,067 in 13 with
     # shipped_files.py (Spark's Python-worker path for --py-files); 2,115 with the sink's
-    # group column written as Spark SQL from the runtime's steps: a budget, not a target
-    assert lines <= 2120, f"spark/ has {lines} lines: engine or state code in the adapter?"
+    # group column written as Spark SQL from the runtime's steps; 2,122 with Spark's own hash
+    # as new sink states' group function (a second route): a budget, not a target
+    assert lines <= 2125, f"spark/ has {lines} lines: engine or state code in the adapter?"
 
 
 def test_no_import_cycles_between_modules() -> None:

@@ -89,7 +89,7 @@ from spark_stream_sched.runtime.engine.sink_commit import (  # re-exported as we
     read_commits,
     staging_dir,
 )
-from spark_stream_sched.runtime.engine.sink_config import SinkConfig
+from spark_stream_sched.runtime.engine.sink_config import SinkConfig, with_group_function
 from spark_stream_sched.runtime.state.commit_log import batch_name, commit_path, read_marker
 from spark_stream_sched.spark.worker_errors import plain_errors, reported
 
@@ -239,7 +239,7 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
     """
     with plain_errors():
         try:
-            config = parse_sink_options(options)
+            config = with_group_function(parse_sink_options(options), _arrow_schema(schema))
             check_schema(config, _arrow_schema(schema))
         except ConfigError as exc:
             raise ConfigError(f"ordered-agg sink options (checked when Spark planned the first "
@@ -265,24 +265,25 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
 
     Notes
     -----
-    Each row's partition group is the runtime's stable key hash (the one the sink uses), and
-    ``repartition`` moves the rows by it, so every group is merged and aggregated by one task on
-    an executor. With integer, boolean, date or timestamp keys Spark computes the group itself,
-    from the runtime's steps of 64-bit-safe arithmetic (``runtime/distribution/group_steps.py``);
-    other keys are tagged by a ``mapInArrow`` step in Python. Without this function the sink
-    stays correct, but a group whose rows reach several tasks is merged on the driver
-    (``groups_on_driver`` in the commit record). The shuffle is Spark's own; the column is
-    dropped again before the sink. Columns the query does not use
-    (:meth:`~spark_stream_sched.runtime.engine.sink_config.SinkConfig.stream_columns`) are
-    dropped before the shuffle, so Spark neither reads nor moves them.
+    Each row's partition group is the one the sink's state uses (read from its location), and
+    ``repartition`` moves the rows by it, so every group is merged and aggregated by one task.
+    Spark computes it as ``pmod(hash(keys), partitionGroups)`` for new states of integer,
+    boolean, date or timestamp keys (``runtime/distribution/murmur3.py``), from 64-bit-safe
+    steps for states started before (``group_steps.py``); other keys are tagged in a Python
+    ``mapInArrow`` step (docs/sink.md). Without this function the sink stays correct, but a
+    group whose rows reach several tasks is merged on the driver (``groups_on_driver`` in the
+    commit record). The group column is dropped again before the sink; so are, before the
+    shuffle, the columns the query does not use (``SinkConfig.stream_columns``).
     """
-    config = parse_sink_options(options)
-    keys, groups = config.spec.key_columns, config.spec.partition_groups
-    used = config.stream_columns(_arrow_schema(df.schema))
+    schema = _arrow_schema(df.schema)
+    config = with_group_function(parse_sink_options(options), schema)
+    keys, groups, used = config.key_columns, config.partition_groups, config.stream_columns(schema)
     df = df.select(*used) if len(used) < len(df.columns) else df
     column = "__ordered_agg_group"
     kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}
-    if all(kinds.get(k) in _STEP_KEYS for k in keys):
+    if config.spec.group_function == "murmur3":
+        tagged = _with_group_by_spark_hash(df, keys, groups, column)
+    elif all(kinds.get(k) in _STEP_KEYS for k in keys):
         tagged = _with_group_steps(df, keys, groups, kinds, column)
     else:
         tagged = _with_group_in_python(df, keys, groups, column)
@@ -300,6 +301,15 @@ PARTITIONED_ROWS = "ordered_agg_partitioned"
 _STEP_KEYS = {**dict.fromkeys(("byte", "short", "integer", "long", "boolean"),
                              "CAST({} AS BIGINT)"),
               "date": "unix_date({})", "timestamp": "unix_micros({})"}
+
+
+def _with_group_by_spark_hash(df: Any, keys: Sequence[str], groups: int, column: str) -> Any:
+    """``df`` with each row's group as Spark's ``pmod(hash(keys), groups)`` (``murmur3``)."""
+    from pyspark.sql import functions as f
+
+    quoted = [f.col("`" + k.replace("`", "``") + "`") for k in keys]
+    group = f.pmod(f.hash(*quoted), f.lit(groups)) if keys else f.lit(0)
+    return df.observe(PARTITIONED_ROWS, f.count(f.lit(1)).alias("rows")).withColumn(column, group)
 
 
 def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[str, str],
@@ -358,4 +368,4 @@ def finish_sink(options: Mapping[str, str]) -> dict[str, Any] | None:
     is the sink's "input finished" signal for bounded jobs; afterwards the sink refuses more
     batches.
     """
-    return SinkCommitter(parse_sink_options(options)).finish()
+    return SinkCommitter(with_group_function(parse_sink_options(options))).finish()

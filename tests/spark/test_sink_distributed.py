@@ -8,6 +8,7 @@ through :func:`~spark_stream_sched.spark.sink.partition_for_sink`.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_stream_sched.errors import InputError
+from spark_stream_sched.errors import InputError, StateError
 from spark_stream_sched.runtime.distribution.groups import group_of_rows
+from spark_stream_sched.runtime.engine.sink_config import (
+    GROUP_FUNCTION,
+    SinkConfig,
+    recorded_group_function,
+)
 from spark_stream_sched.spark import sink
 from tests.spark.test_sink import (
     FakeTasks,
@@ -33,7 +39,8 @@ from tests.spark.test_sink import (
 
 def by_group(config: sink.SinkConfig, rows: pa.Table, n_tasks: int) -> list[pa.Table]:
     """Rows split over ``n_tasks`` so that every partition group reaches exactly one task."""
-    groups = group_of_rows(rows, config.spec.key_columns, config.spec.partition_groups)
+    groups = group_of_rows(rows, config.spec.key_columns, config.spec.partition_groups,
+                           config.spec.group_function)
     return [rows.filter(pa.array(groups % n_tasks == t)) for t in range(n_tasks)]
 
 
@@ -87,6 +94,69 @@ def test_any_batching_and_task_split_equals_the_oracle(
     if grouped:
         assert all(r.get("rows_on_driver", 0) == 0 for r in records)
     assert output_rows(root / "out") == expected_rows(tables)
+
+
+def stream_schema(tables: list[pa.Table]) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(tables[0].schema)
+
+
+def test_a_new_state_of_integer_keys_groups_them_by_sparks_hash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tables = make_inputs()
+    opts = options(tmp_path)  # keyColumns=meter, a bigint
+    writer = sink.make_stream_writer(opts, stream_schema(tables))
+    assert writer.config.spec.group_function == "murmur3"
+    tasks = FakeTasks(monkeypatch, writer)
+    for batch_id, b in enumerate(batches_of(tables, 4, 1, seed=2)):
+        writer.commit(tasks.write(batch_id, by_group(writer.config, pa.concat_tables(b), 3)),
+                      batch_id)
+    sink.finish_sink(opts)
+    assert output_rows(tmp_path / "out") == expected_rows(tables)
+    records = [r for r in sink.read_commits(writer.config) if r["batch_id"] != "final"]
+    assert all(r["groups_on_driver"] == 0 and r["rows_in"] for r in records), records
+    assert recorded_group_function(writer.config.state_location) == "murmur3"
+
+
+def test_a_state_started_before_group_functions_keeps_splitmix64(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first two batches as an earlier version wrote them: no groupFunction in _query.json
+    tables = make_inputs()
+    opts = options(tmp_path)
+    batches = batches_of(tables, 5, 1, seed=4)
+    old = sink.OrderedAggStreamWriter(sink.parse_sink_options(opts))
+    assert old.config.spec.group_function == "splitmix64"
+    wiring = SinkConfig.wiring
+    with monkeypatch.context() as patch:
+        patch.setattr(SinkConfig, "wiring", lambda self: {
+            k: v for k, v in wiring(self).items() if k != GROUP_FUNCTION})
+        tasks = FakeTasks(patch, old)
+        for batch_id in (0, 1):
+            old.commit(tasks.write(batch_id, by_group(old.config, pa.concat_tables(
+                batches[batch_id]), 3)), batch_id)
+    location = old.config.state_location
+    assert GROUP_FUNCTION not in (tmp_path / "ck" / "ordered-agg-sink" / "_query.json"
+                                  ).read_text()
+    assert recorded_group_function(location) == "splitmix64"
+    # restarted by this version: the writer keeps the state's groups
+    writer = sink.make_stream_writer(opts, stream_schema(tables))
+    assert writer.config.spec.group_function == "splitmix64"
+    tasks = FakeTasks(monkeypatch, writer)
+    for batch_id in (2, 3, 4):
+        writer.commit(tasks.write(batch_id, by_group(writer.config, pa.concat_tables(
+            batches[batch_id]), 3)), batch_id)
+    sink.finish_sink(opts)
+    assert output_rows(tmp_path / "out") == expected_rows(tables)
+    records = [r for r in sink.read_commits(writer.config) if r["batch_id"] != "final"]
+    assert len(records) == 5
+    assert all(r["groups_on_driver"] == 0 for r in records), records
+    # a writer that would group keys otherwise is refused before it touches the state
+    config = sink.parse_sink_options(opts)
+    murmur = replace(config, spec=replace(config.spec, group_function="murmur3"))
+    with pytest.raises(StateError, match="partition groups by splitmix64, but this writer "
+                                         "would use murmur3"):
+        sink.SinkCommitter(murmur).claim()
 
 
 def sequenced(ts: list[int], seq: list[int], meter: list[str] | None = None) -> pa.Table:
@@ -175,5 +245,7 @@ def test_spark_stream_partitioned_for_the_sink_runs_on_the_executors(
                if r["batch_id"] != "final"]
     assert len(records) == 3
     assert all(r["groups_on_driver"] == 0 for r in records), records
+    # a new state of integer keys: Spark routed by its own hash, the tasks grouped alike
+    assert recorded_group_function(sink.parse_sink_options(opts).state_location) == "murmur3"
     assert sum(r["tasks"] for r in records) >= 3
     np.testing.assert_array_less(0, [r["tasks_cpu_s"] for r in records if r["rows_in"]])

@@ -1,9 +1,10 @@
 """``partition_for_sink`` computes integer keys' groups in Spark, equal to the runtime's.
 
-Real Spark (local): the group Spark computes from the runtime's steps
-(``runtime/distribution/group_steps.py``) is the one the Python ``mapInArrow`` step and the
-sink's tasks compute, for every key type with steps, with nulls and extreme values; other key
-types keep the Python step.
+Real Spark (local): the group Spark computes as ``pmod(hash(keys), n)`` (a new sink state's
+``murmur3`` function, ``runtime/distribution/murmur3.py``) and the one it computes from the
+runtime's steps (``runtime/distribution/group_steps.py``, states started before) are the ones
+the sink's tasks compute, for every key type with nulls and extreme values; other key types
+keep the Python step.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from pyspark.sql import functions
 
+from spark_stream_sched.runtime.distribution.groups import group_of_rows
+from spark_stream_sched.runtime.engine.sink_config import GROUP_FUNCTION
+from spark_stream_sched.runtime.query.recorded import record_spec
 from spark_stream_sched.spark import sink
 
 pytestmark = pytest.mark.spark
@@ -53,20 +58,40 @@ def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]
         assert len({r.g for r in by_spark}) > min(n_groups, 3) - 1
 
 
+@pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"], ["n"],
+                                  ["a", "b", "c", "t", "s", "x", "d", "n"], ["d", "c"]])
+def test_groups_by_sparks_hash_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
+    df = frame(spark).withColumn("n", functions.col("t").cast("timestamp_ntz"))
+    for n_groups in (1, 7, 64, 4096):
+        tagged = sink._with_group_by_spark_hash(df, keys, n_groups, "g").toArrow()
+        by_runtime = group_of_rows(tagged, keys, n_groups, "murmur3")
+        assert tagged.column("g").to_numpy().tolist() == by_runtime.tolist(), (keys, n_groups)
+        assert len(set(by_runtime.tolist())) > min(n_groups, 3) - 1
+
+
 def _plan(df: Any) -> str:
     return str(df._jdf.queryExecution().analyzed())
 
 
-@pytest.mark.parametrize(("keys", "python_step"), [("a", False), ("a,t", False), ("v", True),
-                                                   ("name", True), ("a,name", True)])
-def test_only_keys_without_steps_cross_into_python(spark: Any, tmp_path: Any, keys: str,
-                                                   python_step: bool) -> None:
+@pytest.mark.parametrize(("keys", "route"), [
+    ("a", "hash"), ("a,t", "hash"), ("v", "python"), ("name", "python"), ("a,name", "python")])
+@pytest.mark.parametrize("earlier_state", [False, True])
+def test_only_keys_spark_cannot_hash_cross_into_python(
+        spark: Any, tmp_path: Any, keys: str, route: str, earlier_state: bool) -> None:
     df = frame(spark, 10)
     opts = {"path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
             "inputs": "2", "inputColumn": "x", "keyColumns": keys, "timestampColumn": "t",
             "window": "10 seconds", "aggregates": "count(*) as n"}
+    if earlier_state:  # a state an earlier version started: its record names no function
+        config = sink.parse_sink_options(opts)
+        wiring = {k: v for k, v in config.wiring().items() if k != GROUP_FUNCTION}
+        record_spec(config.state_location, config.spec, wiring)
+        route = "steps" if route == "hash" else route
     moved = sink.partition_for_sink(df, opts, partitions=3)
-    assert ("MapInArrow" in _plan(moved)) is python_step
+    plan = _plan(moved)
+    assert ("MapInArrow" in plan) is (route == "python")
+    assert ("__ordered_agg_key0" in plan) is (route == "steps")
+    assert ("pmod(hash(" in plan) is (route == "hash"), plan
     assert moved.columns == df.columns  # without sequenceColumn every column orders ties
     assert moved.count() == 10
 

@@ -10,8 +10,9 @@ order, each step reading only the key columns and earlier steps' outputs, so no 
 grows with the number of steps (a tree that referred to its inputs twice per step would double
 at every step). :func:`evaluate` runs the steps in NumPy; the tests check it against
 :func:`~.groups.group_of_rows`, and :func:`sql_text` writes them as Spark SQL, which the Spark
-adapter evaluates (``spark/sink.py`` ``partition_for_sink``), so a row's group is computed by
-Spark's JVM instead of in a Python worker.
+adapter evaluates (``spark/sink.py`` ``partition_for_sink``, for sink states that group by
+SplitMix64: those started before :mod:`~.murmur3`), so a row's group is computed by Spark's JVM
+instead of in a Python worker.
 
 Only key columns whose hash is an integer function of the value have steps: integers, booleans,
 dates and timestamps (the value as an ``int64``: days, or the timestamp's unit). Floating and

@@ -46,7 +46,7 @@ from spark_stream_sched.runtime.engine.sink_commit_step import (
     commit_step,
     finish_step,
 )
-from spark_stream_sched.runtime.engine.sink_config import SinkConfig
+from spark_stream_sched.runtime.engine.sink_config import SinkConfig, check_group_function
 from spark_stream_sched.runtime.packets import TS_MAX
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
 from spark_stream_sched.runtime.state.atomic import atomic_write
@@ -150,6 +150,7 @@ class SinkCommitter:
         definition fails first, naming the changed option (``runtime/query/recorded.py``).
         """
         check_recorded(self.location, self.config.spec, self.config.wiring())
+        check_group_function(self.config)
         if claim(self.location, self._owner(), self._has_results()):
             crash_point("sink.claimed", batch=0)
         record_spec(self.location, self.config.spec, self.config.wiring())

@@ -9,15 +9,20 @@ sequence column that orders one input's rows, the end-of-input column).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from spark_stream_sched.errors import StateError
+from spark_stream_sched.runtime.distribution.murmur3 import murmur3_hashable
+from spark_stream_sched.runtime.query.recorded import recorded_wiring
 from spark_stream_sched.runtime.query.spec import QuerySpec, SpecView
 from spark_stream_sched.runtime.state.batch_metrics import KEEP_BATCHES
 
 #: Column of staged results naming the partition group that produced a row.
 GROUP_COL = "__group"
+#: The wiring entry naming the state's partition-group function (``_query.json``).
+GROUP_FUNCTION = "groupFunction"
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ class SinkConfig(SpecView):
     def wiring(self) -> dict[str, str | None]:
         """Options besides the spec that are fixed for a stateLocation (named as written)."""
         return {"inputColumn": self.input_column, "sequenceColumn": self.sequence_column,
-                "endOfInputColumn": self.end_column}
+                "endOfInputColumn": self.end_column, GROUP_FUNCTION: self.spec.group_function}
 
     def fingerprint(self) -> str:
         """The query's fingerprint (:meth:`QuerySpec.fingerprint`; wiring is recorded apart)."""
@@ -71,3 +76,38 @@ class SinkConfig(SpecView):
         used = {*self.spec.used_columns(self.runtime_schema(schema)), self.input_column,
                 self.sequence_column, self.end_column}
         return [name for name in schema.names if name in used]
+
+
+def with_group_function(config: SinkConfig, schema: pa.Schema | None = None) -> SinkConfig:
+    """``config`` with the partition-group function of its state location.
+
+    A location keeps the function it started with: the one its ``_query.json`` names, or
+    ``splitmix64`` for a record written before sinks recorded one. A fresh location gets
+    ``murmur3`` (Spark's own ``hash``, so ``partition_for_sink`` routes rows in one native
+    expression) when ``schema`` is given and every key column has that mirror
+    (:func:`~spark_stream_sched.runtime.distribution.murmur3.murmur3_hashable`), else
+    ``splitmix64``. Called on the driver; the result is what the writer ships to its tasks.
+    """
+    function = recorded_group_function(config.state_location)
+    if function is None:
+        keys = config.spec.key_columns
+        native = schema is not None and all(
+            k in schema.names and murmur3_hashable(schema.field(k).type) for k in keys)
+        function = "murmur3" if native else "splitmix64"
+    return replace(config, spec=replace(config.spec, group_function=function))
+
+
+def recorded_group_function(location: str) -> str | None:
+    """The partition-group function of the sink state in ``location`` (None: a fresh one)."""
+    wiring = recorded_wiring(location)
+    return None if wiring is None else str(wiring.get(GROUP_FUNCTION, "splitmix64"))
+
+
+def check_group_function(config: SinkConfig) -> None:
+    """StateError unless ``config`` groups keys as the state in its location does."""
+    recorded = recorded_group_function(config.state_location)
+    if recorded not in (None, config.spec.group_function):
+        raise StateError(
+            f"ordered-agg sink: the state in {config.state_location!r} puts keys in partition "
+            f"groups by {recorded}, but this writer would use {config.spec.group_function}; "
+            f"build the writer's options with with_group_function (make_stream_writer does)")

@@ -76,3 +76,10 @@ def check_recorded(location: str, spec: QuerySpec, wiring: Mapping[str, Any] | N
              f"new {where} and a new checkpointLocation"]
     lines += [f"also changed: {o} is {n}, was {w}" for o, w, n in changes[1:]]
     raise ConfigError("\n".join(lines))
+
+
+def recorded_wiring(location: str) -> dict[str, Any] | None:
+    """The adapter wiring ``location`` records (None: no query recorded there yet)."""
+    if not os.path.exists(os.path.join(location, QUERY_FILE)):
+        return None
+    return dict(read_query(location).get("wiring", {}))

@@ -8,6 +8,7 @@ different Spark interval spellings); the specs must be equal and share one finge
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -131,6 +132,16 @@ def test_partition_groups_from_options_and_toml(q: dict[str, Any], groups: int) 
 def test_fingerprint_is_stable_across_processes() -> None:
     spec = QuerySpec(2, 30_000, 3_000, ("count(*) as n",), key_columns=("meter",))
     assert spec.fingerprint() == "2f90354b5949d89b"  # a change here orphans recorded state
+
+
+def test_the_group_function_lays_out_state_and_is_not_part_of_the_definition() -> None:
+    spec = QuerySpec(2, 30_000, 3_000, ("count(*) as n",), key_columns=("meter",))
+    murmur = replace(spec, group_function="murmur3")
+    assert murmur.fingerprint() == spec.fingerprint() == "2f90354b5949d89b"
+    assert "group_function" not in murmur.to_json()
+    with pytest.raises(ConfigError, match="unknown partition-group function 'xxhash'; known: "
+                                          "splitmix64, murmur3"):
+        replace(spec, group_function="xxhash")
 
 
 @pytest.mark.parametrize(("surface", "message"), [

@@ -23,7 +23,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
-# The default run (about 11 min on 2 cores): everything but the tests marked slow, and the
+# The default run (about 13 min on 2 cores): everything but the tests marked slow, and the
 # Spark Connect tests (they need a pytest process of their own: make test-connect).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not connect"

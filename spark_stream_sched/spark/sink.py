@@ -239,8 +239,9 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
     """
     with plain_errors():
         try:
-            config = with_group_function(parse_sink_options(options), _arrow_schema(schema))
-            check_schema(config, _arrow_schema(schema))
+            arrow = _arrow_schema(schema)
+            config = with_group_function(parse_sink_options(options), arrow)
+            check_schema(config, arrow)
         except ConfigError as exc:
             raise ConfigError(f"ordered-agg sink options (checked when Spark planned the first "
                               f"micro-batch; Spark calls a Python sink only after start() "

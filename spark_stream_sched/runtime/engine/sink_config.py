@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.distribution.murmur3 import murmur3_hashable
-from spark_stream_sched.runtime.query.recorded import recorded_wiring
+from spark_stream_sched.runtime.query.recorded import recorded_query
 from spark_stream_sched.runtime.query.spec import QuerySpec, SpecView
 from spark_stream_sched.runtime.state.batch_metrics import KEEP_BATCHES
 
@@ -99,8 +99,9 @@ def with_group_function(config: SinkConfig, schema: pa.Schema | None = None) -> 
 
 def recorded_group_function(location: str) -> str | None:
     """The partition-group function of the sink state in ``location`` (None: a fresh one)."""
-    wiring = recorded_wiring(location)
-    return None if wiring is None else str(wiring.get(GROUP_FUNCTION, "splitmix64"))
+    record = recorded_query(location)
+    return None if record is None else str(record.get("wiring", {}).get(GROUP_FUNCTION,
+                                                                          "splitmix64"))
 
 
 def check_group_function(config: SinkConfig) -> None:

@@ -57,9 +57,9 @@ def check_recorded(location: str, spec: QuerySpec, wiring: Mapping[str, Any] | N
 
     Does nothing when nothing is recorded yet.
     """
-    if not os.path.exists(os.path.join(location, QUERY_FILE)):
+    recorded = recorded_query(location)
+    if recorded is None:
         return
-    recorded = read_query(location)
     if recorded.get("fingerprint") == spec.fingerprint() and recorded.get("wiring", {}) == dict(
             wiring or {}):
         return
@@ -78,8 +78,8 @@ def check_recorded(location: str, spec: QuerySpec, wiring: Mapping[str, Any] | N
     raise ConfigError("\n".join(lines))
 
 
-def recorded_wiring(location: str) -> dict[str, Any] | None:
-    """The adapter wiring ``location`` records (None: no query recorded there yet)."""
+def recorded_query(location: str) -> dict[str, Any] | None:
+    """The query record of ``location`` (None: none recorded there yet); StateError if unusable."""
     if not os.path.exists(os.path.join(location, QUERY_FILE)):
         return None
-    return dict(read_query(location).get("wiring", {}))
+    return read_query(location)

@@ -102,10 +102,19 @@ def stream_schema(tables: list[pa.Table]) -> Any:
     return from_arrow_schema(tables[0].schema)
 
 
-def test_a_new_state_of_integer_keys_groups_them_by_sparks_hash(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tables = make_inputs()
-    opts = options(tmp_path)  # keyColumns=meter, a bigint
+def with_text_meters(tables: list[pa.Table]) -> list[pa.Table]:
+    """``tables`` with the meter key as text (``"MTR-…"``, multi-byte characters included)."""
+    index = tables[0].schema.get_field_index("meter")
+    return [t.set_column(index, "meter", pa.array(
+        [f"MTR-{m}" + "é€😀"[: m % 4] for m in t.column("meter").to_pylist()]))
+        for t in tables]
+
+
+@pytest.mark.parametrize("kind", ["bigint", "string"])
+def test_a_new_state_groups_its_keys_by_sparks_hash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    tables = make_inputs() if kind == "bigint" else with_text_meters(make_inputs())
+    opts = options(tmp_path)  # keyColumns=meter
     writer = sink.make_stream_writer(opts, stream_schema(tables))
     assert writer.config.spec.group_function == "murmur3"
     tasks = FakeTasks(monkeypatch, writer)

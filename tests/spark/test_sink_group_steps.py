@@ -1,10 +1,11 @@
-"""``partition_for_sink`` computes integer keys' groups in Spark, equal to the runtime's.
+"""``partition_for_sink`` computes keys' groups in Spark, equal to the runtime's.
 
 Real Spark (local): the group Spark computes as ``pmod(hash(keys), n)`` (a new sink state's
-``murmur3`` function, ``runtime/distribution/murmur3.py``) and the one it computes from the
-runtime's steps (``runtime/distribution/group_steps.py``, states started before) are the ones
-the sink's tasks compute, for every key type with nulls and extreme values; other key types
-keep the Python step.
+``murmur3`` function, ``runtime/distribution/murmur3.py``, for integer, boolean, date,
+timestamp, string and binary keys) and the one it computes from the runtime's steps
+(``runtime/distribution/group_steps.py``, states of integer keys started before) are the ones
+the sink's tasks compute, for every key type with nulls and extreme values; other keys keep the
+Python step.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.spark
 
 EDGES = [0, -1, 2**63 - 1, -2**63, None]
 SCHEMA = ("a long, b int, c boolean, t timestamp, s short, x byte, d date, v double, "
-          "name string")
+          "name string, u string")
 SCHEMA_NAMES = [column.split()[0] for column in SCHEMA.split(", ")]
 
 
@@ -37,12 +38,15 @@ def frame(spark: Any, rows: int = 400) -> Any:
     def maybe(value: Any) -> Any:
         return None if rng.random() < 0.1 else value
 
+    def text() -> str:  # 0-13 characters of 1-4 UTF-8 bytes each: every tail of a word
+        return "".join(rng.choice("aZ0 éß€😀") for _ in range(rng.randint(0, 13)))
+
     data = [(rng.choice([*EDGES, rng.randint(-2**63, 2**63 - 1), rng.randint(-9, 9)]),
              maybe(rng.randint(-2**31, 2**31 - 1)), maybe(rng.random() < 0.5),
              maybe(epoch + datetime.timedelta(microseconds=rng.randint(0, 2**55))),
              maybe(rng.randint(-2**15, 2**15 - 1)), maybe(rng.randint(-128, 127)),
              maybe(datetime.date(1, 1, 1) + datetime.timedelta(days=rng.randint(0, 3_000_000))),
-             rng.random(), f"m{rng.randint(0, 30)}") for _ in range(rows)]
+             rng.random(), f"m{rng.randint(0, 30)}", maybe(text())) for _ in range(rows)]
     return spark.createDataFrame(data, SCHEMA)
 
 
@@ -59,9 +63,11 @@ def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]
 
 
 @pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"], ["n"],
-                                  ["a", "b", "c", "t", "s", "x", "d", "n"], ["d", "c"]])
+                                  ["name"], ["u"], ["y"], ["a", "b", "c", "t", "s", "x", "d", "n"],
+                                  ["d", "c"], ["u", "a", "y"]])
 def test_groups_by_sparks_hash_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
-    df = frame(spark).withColumn("n", functions.col("t").cast("timestamp_ntz"))
+    df = frame(spark).withColumn("n", functions.col("t").cast("timestamp_ntz")) \
+        .withColumn("y", functions.col("u").cast("binary"))
     for n_groups in (1, 7, 64, 4096):
         tagged = sink._with_group_by_spark_hash(df, keys, n_groups, "g").toArrow()
         by_runtime = group_of_rows(tagged, keys, n_groups, "murmur3")
@@ -73,11 +79,13 @@ def _plan(df: Any) -> str:
     return str(df._jdf.queryExecution().analyzed())
 
 
-@pytest.mark.parametrize(("keys", "route"), [
-    ("a", "hash"), ("a,t", "hash"), ("v", "python"), ("name", "python"), ("a,name", "python")])
+@pytest.mark.parametrize(("keys", "route", "earlier_route"), [
+    ("a", "hash", "steps"), ("a,t", "hash", "steps"), ("v", "python", "python"),
+    ("name", "hash", "python"), ("a,name", "hash", "python"), ("a,v", "python", "python")])
 @pytest.mark.parametrize("earlier_state", [False, True])
 def test_only_keys_spark_cannot_hash_cross_into_python(
-        spark: Any, tmp_path: Any, keys: str, route: str, earlier_state: bool) -> None:
+        spark: Any, tmp_path: Any, keys: str, route: str, earlier_route: str,
+        earlier_state: bool) -> None:
     df = frame(spark, 10)
     opts = {"path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
             "inputs": "2", "inputColumn": "x", "keyColumns": keys, "timestampColumn": "t",
@@ -86,7 +94,7 @@ def test_only_keys_spark_cannot_hash_cross_into_python(
         config = sink.parse_sink_options(opts)
         wiring = {k: v for k, v in config.wiring().items() if k != GROUP_FUNCTION}
         record_spec(config.state_location, config.spec, wiring)
-        route = "steps" if route == "hash" else route
+        route = earlier_route
     moved = sink.partition_for_sink(df, opts, partitions=3)
     plan = _plan(moved)
     assert ("MapInArrow" in plan) is (route == "python")

@@ -9,11 +9,14 @@ n)`` is one native expression. :func:`murmur3_groups` computes the same groups i
 rows that Spark partitioned by ``pmod(hash(keys), n)`` land in the groups the runtime gives
 them (the Spark tests compare the two on random keys).
 
-Covered are the key types whose Spark hash is one of Murmur3's two integer entry points
-(Spark's ``HashExpression`` / ``Murmur3_x86_32``): ``hashInt`` of byte, short, int, boolean (0
-or 1) and date (days) values, ``hashLong`` of bigint and timestamp (microseconds) values.
-Floating, text and other keys have no mirror here (Spark hashes a string's bytes with its own
-tail handling); queries with such keys keep SplitMix64 (:func:`murmur3_hashable`).
+Covered are the key types whose Spark hash is one of Murmur3's three entry points (Spark's
+``HashExpression`` / ``Murmur3_x86_32``): ``hashInt`` of byte, short, int, boolean (0 or 1) and
+date (days) values, ``hashLong`` of bigint and timestamp (microseconds) values, and
+``hashUnsafeBytes`` of a string's UTF-8 bytes (binary collation) or a binary value's bytes:
+whole little-endian 4-byte words, then each byte left over mixed on its own as a *signed* int
+(Spark's tail, which differs from Appleby's), then the finalizer with the byte length. Floating
+and other keys have no mirror here; queries with such keys keep SplitMix64
+(:func:`murmur3_hashable`).
 
 Austin Appleby's MurmurHash3 (``MurmurHash3_x86_32``), as Spark implements it.
 """
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["SPARK_SEED", "murmur3_groups", "murmur3_hash", "murmur3_hashable"]
 
@@ -35,12 +39,18 @@ _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
 def murmur3_hashable(kind: pa.DataType) -> bool:
     """Whether a key column of Arrow type ``kind`` has Spark's hash mirrored here.
 
-    Signed integers (Spark's byte, short, int, bigint), booleans, ``date32`` and timestamps in
-    microseconds (Spark's timestamp and timestamp_ntz): the types Spark hands to Python.
+    Signed integers (Spark's byte, short, int, bigint), booleans, ``date32``, timestamps in
+    microseconds (Spark's timestamp and timestamp_ntz), strings and binaries: the types Spark
+    hands to Python.
     """
     return bool(pa.types.is_signed_integer(kind) or pa.types.is_boolean(kind)
-                or pa.types.is_date32(kind)
+                or pa.types.is_date32(kind) or _is_bytes(kind)
                 or (pa.types.is_timestamp(kind) and kind.unit == "us"))
+
+
+def _is_bytes(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
 
 
 def murmur3_hash(rows: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
@@ -50,7 +60,8 @@ def murmur3_hash(rows: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
         column = rows.column(name).combine_chunks()
         if not murmur3_hashable(column.type):
             raise ValueError(f"key column {name!r} of type {column.type} has no Spark hash "
-                             f"mirror (integers, booleans, dates, µs timestamps)")
+                             f"mirror (integers, booleans, dates, µs timestamps, strings, "
+                             f"binaries)")
         mixed = _hash_column(column, h)
         h = np.where(column.is_null().to_numpy(zero_copy_only=False), h, mixed) \
             if column.null_count else mixed
@@ -66,6 +77,8 @@ def murmur3_groups(rows: pa.Table, key_columns: Sequence[str], n_groups: int) ->
 def _hash_column(column: pa.Array, seed: np.ndarray) -> np.ndarray:
     """Murmur3 of every value of ``column`` with each row's running hash as seed."""
     kind = column.type
+    if _is_bytes(kind):
+        return _hash_bytes(column, seed)
     if pa.types.is_timestamp(kind) or pa.types.is_date32(kind):
         column = column.view(pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
     elif pa.types.is_boolean(kind):
@@ -89,6 +102,40 @@ def _hash_long(value: np.ndarray, seed: np.ndarray) -> np.ndarray:
     return _fmix(_mix_h1(_mix_h1(seed, _mix_k1(low)), _mix_k1(high)), 8)
 
 
+def _hash_bytes(column: pa.Array, seed: np.ndarray) -> np.ndarray:
+    """Spark's ``Murmur3_x86_32.hashUnsafeBytes`` of each value's bytes (module doc).
+
+    With one seed for every row (the first key column), each distinct value is hashed once.
+    """
+    if len(column) and column.null_count < len(column) and (seed == seed[0]).all():
+        encoded = pc.dictionary_encode(column)
+        distinct = _hash_bytes_of_rows(encoded.dictionary, seed[:len(encoded.dictionary)])
+        return np.asarray(distinct[encoded.indices.fill_null(0).to_numpy()], np.uint32)
+    return _hash_bytes_of_rows(column, seed)
+
+
+def _hash_bytes_of_rows(column: pa.Array, seed: np.ndarray) -> np.ndarray:
+    """``hashUnsafeBytes`` of every value of ``column``, vectorised over rows word by word."""
+    column = column.cast(pa.large_binary())  # one layout: int64 offsets, then the bytes
+    _, offsets_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int64)[column.offset:column.offset + len(column) + 1]
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer else np.zeros(0, np.uint8)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    words, h = lengths // 4, seed.copy()
+    for j in range(int(words.max(initial=0))):  # rows with a j-th whole word
+        rows = np.flatnonzero(words > j)
+        at = starts[rows] + 4 * j
+        word = (data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << np.uint32(8)
+                | data[at + 2].astype(np.uint32) << np.uint32(16)
+                | data[at + 3].astype(np.uint32) << np.uint32(24))
+        h[rows] = _mix_h1(h[rows], _mix_k1(word))
+    for j in range(3):  # the bytes after the last whole word, each a sign-extended int
+        rows = np.flatnonzero(lengths % 4 > j)
+        byte = data[starts[rows] + 4 * words[rows] + j].view(np.int8).astype(np.int32)
+        h[rows] = _mix_h1(h[rows], _mix_k1(byte.view(np.uint32)))
+    return _fmix(h, lengths.astype(np.uint32))
+
+
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
@@ -103,9 +150,9 @@ def _mix_h1(h1: np.ndarray, k1: np.ndarray) -> np.ndarray:
         return _rotl(h1 ^ k1, 13) * np.uint32(5) + np.uint32(0xE6546B64)
 
 
-def _fmix(h1: np.ndarray, length: int) -> np.ndarray:
+def _fmix(h1: np.ndarray, length: int | np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        h1 = h1 ^ np.uint32(length)
+        h1 = h1 ^ np.asarray(length, np.uint32)
         h1 = (h1 ^ (h1 >> np.uint32(16))) * np.uint32(0x85EBCA6B)
         h1 = (h1 ^ (h1 >> np.uint32(13))) * np.uint32(0xC2B2AE35)
         return np.asarray(h1 ^ (h1 >> np.uint32(16)), np.uint32)

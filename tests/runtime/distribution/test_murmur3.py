@@ -1,8 +1,10 @@
 """The ``murmur3`` group function equals a row-by-row MurmurHash3 written from the algorithm.
 
 The reference below follows Appleby's ``MurmurHash3_x86_32`` over the little-endian bytes of
-each value (4 bytes for Spark's ``hashInt`` types, 8 for ``hashLong``), one row at a time with
-Python integers; Spark's own ``hash`` is compared in ``tests/spark/test_sink_group_steps.py``.
+each value (4 bytes for Spark's ``hashInt`` types, 8 for ``hashLong``; a string's UTF-8 bytes or
+a binary's bytes with Spark's tail of one signed byte at a time for ``hashUnsafeBytes``), one
+row at a time with Python integers; Spark's own ``hash`` is compared in
+``tests/spark/test_sink_group_steps.py``.
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ def rotl(x: int, r: int) -> int:
 
 
 def murmur3_x86_32(data: bytes, seed: int) -> int:
-    """Appleby's MurmurHash3_x86_32 of ``data`` (a multiple of 4 bytes), as a uint32."""
+    """MurmurHash3_x86_32 of ``data`` as Spark's ``hashUnsafeBytes`` computes it, as a uint32.
+
+    Whole little-endian words, then (Spark's tail) each byte left over as a sign-extended int.
+    """
     h = seed & M32
-    for (k,) in struct.iter_unpack("<I", data):
+    aligned = len(data) - len(data) % 4
+    words = [k for (k,) in struct.iter_unpack("<I", data[:aligned])]
+    for k in words + [(b - 256 if b >= 128 else b) & M32 for b in data[aligned:]]:
         k = rotl(k * 0xCC9E2D51 & M32, 15) * 0x1B873593 & M32
         h = (rotl(h ^ k, 13) * 5 + 0xE6546B64) & M32
     h ^= len(data)
@@ -41,16 +48,22 @@ def murmur3_x86_32(data: bytes, seed: int) -> int:
     return h ^ (h >> 16)
 
 
-def reference_hash(row: dict[str, int | bool | None], kinds: dict[str, pa.DataType]) -> int:
+Value = int | str | bytes | None
+
+
+def reference_hash(row: dict[str, Value], kinds: dict[str, pa.DataType]) -> int:
     """Spark's ``hash`` of one row: chained over the keys from seed 42, nulls skipped.
 
-    ``row`` holds each key as the integer Spark hashes: a date's days since the epoch, a
-    timestamp's microseconds, a boolean as 1 or 0.
+    ``row`` holds each key as the integer Spark hashes (a date's days since the epoch, a
+    timestamp's microseconds, a boolean as 1 or 0), a string or bytes.
     """
     h = 42
     for name, kind in kinds.items():
         value = row[name]
         if value is None:
+            continue
+        if isinstance(value, str | bytes):
+            h = murmur3_x86_32(value.encode() if isinstance(value, str) else value, h)
             continue
         wide = pa.types.is_int64(kind) or pa.types.is_timestamp(kind)
         h = murmur3_x86_32(struct.pack("<q" if wide else "<i", int(value)), h)
@@ -58,17 +71,18 @@ def reference_hash(row: dict[str, int | bool | None], kinds: dict[str, pa.DataTy
 
 
 KINDS = {"l": pa.int64(), "i": pa.int32(), "s": pa.int16(), "b": pa.int8(), "z": pa.bool_(),
-         "d": pa.date32(), "t": pa.timestamp("us", tz="UTC"), "n": pa.timestamp("us")}
+         "d": pa.date32(), "t": pa.timestamp("us", tz="UTC"), "n": pa.timestamp("us"),
+         "u": pa.string(), "w": pa.large_string(), "y": pa.binary()}
 BITS = {"l": 64, "i": 32, "s": 16, "b": 8}
 
 
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[dict[str, int | None]]]:
+def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[dict[str, Value]]]:
     """A table of 1-4 key columns of mirrored types, and its rows as the integers hashed."""
     names = draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=4, unique=True))
     rows = draw(st.integers(0, 40))
     columns: dict[str, pa.Array] = {}
-    integers: dict[str, list[int | None]] = {}
+    integers: dict[str, list[Value]] = {}
     for name in names:
         if name in BITS:
             bits = BITS[name]
@@ -77,6 +91,10 @@ def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[dict[str, int | N
             values = st.booleans()
         elif name == "d":
             values = st.integers(-700_000, 2_900_000)
+        elif name in "uw":
+            values = st.text(max_size=13)
+        elif name == "y":
+            values = st.binary(max_size=13)
         else:
             values = st.integers(-(1 << 60), 1 << 60)
         raw = draw(st.lists(st.none() | values, min_size=rows, max_size=rows))
@@ -91,7 +109,7 @@ def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[dict[str, int | N
 @settings(max_examples=300, deadline=None)
 @given(case=tables(), n_groups=st.sampled_from([1, 2, 7, 16, 4096]))
 def test_hash_and_groups_equal_the_row_by_row_reference(
-        case: tuple[pa.Table, list[str], list[dict[str, int | None]]], n_groups: int) -> None:
+        case: tuple[pa.Table, list[str], list[dict[str, Value]]], n_groups: int) -> None:
     table, names, rows = case
     kinds = {n: KINDS[n] for n in names}
     expected = [reference_hash(row, kinds) for row in rows]
@@ -112,10 +130,20 @@ def test_known_values_of_sparks_hash() -> None:
     assert murmur3_hash(table, ["z"])[0] == -559580957  # true hashes as the int 1
     assert murmur3_hash(table, ["i", "j"])[0] == -222940379
     assert murmur3_hash(table, ["null"]).tolist() == [42, 42]
+    # SELECT hash(''), hash('a'), hash('abc'), hash('abcd'), hash('abcde'), hash('héllo wörld'),
+    # hash(X'FF80'), hash(1, 'a'): every tail length, multi-byte UTF-8, bytes >= 0x80
+    text = pa.table({"s": ["", "a", "abc", "abcd", "abcde", "héllo wörld"],
+                     "i": pa.array([0, 1, 2, 3, 4, 5], pa.int32())})
+    assert murmur3_hash(text, ["s"]).tolist() == [142593372, 1485273170, 1322437556, -396302900,
+                                                  814637928, -281075962]
+    assert murmur3_hash(pa.table({"b": [b"\xff\x80"]}), ["b"]).tolist() == [-577813652]
+    assert murmur3_hash(text, ["i", "s"])[1] == -936062819
+    # a slice of a column, whose offsets do not start at zero, hashes the same values
+    assert murmur3_hash(text.slice(3), ["s"]).tolist() == [-396302900, 814637928, -281075962]
 
 
-@pytest.mark.parametrize("kind", [pa.float64(), pa.string(), pa.uint32(), pa.timestamp("ns"),
-                                  pa.date64(), pa.binary()])
+@pytest.mark.parametrize("kind", [pa.float64(), pa.uint32(), pa.timestamp("ns"), pa.date64(),
+                                  pa.decimal128(10, 2)])
 def test_types_without_a_mirror_are_refused(kind: pa.DataType) -> None:
     assert not murmur3_hashable(kind)
     table = pa.table({"k": pa.array([], kind)})

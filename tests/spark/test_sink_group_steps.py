@@ -64,10 +64,11 @@ def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]
 
 @pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"], ["n"],
                                   ["name"], ["u"], ["y"], ["a", "b", "c", "t", "s", "x", "d", "n"],
-                                  ["d", "c"], ["u", "a", "y"]])
+                                  ["d", "c"], ["u", "a", "y"], ["lcase"]])
 def test_groups_by_sparks_hash_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
     df = frame(spark).withColumn("n", functions.col("t").cast("timestamp_ntz")) \
-        .withColumn("y", functions.col("u").cast("binary"))
+        .withColumn("y", functions.col("u").cast("binary")) \
+        .withColumn("lcase", functions.collate("u", "UTF8_LCASE"))  # hashed as its bytes
     for n_groups in (1, 7, 64, 4096):
         tagged = sink._with_group_by_spark_hash(df, keys, n_groups, "g").toArrow()
         by_runtime = group_of_rows(tagged, keys, n_groups, "murmur3")

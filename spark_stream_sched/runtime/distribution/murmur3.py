@@ -12,11 +12,11 @@ them (the Spark tests compare the two on random keys).
 Covered are the key types whose Spark hash is one of Murmur3's three entry points (Spark's
 ``HashExpression`` / ``Murmur3_x86_32``): ``hashInt`` of byte, short, int, boolean (0 or 1) and
 date (days) values, ``hashLong`` of bigint and timestamp (microseconds) values, and
-``hashUnsafeBytes`` of a string's UTF-8 bytes (binary collation) or a binary value's bytes:
-whole little-endian 4-byte words, then each byte left over mixed on its own as a *signed* int
-(Spark's tail, which differs from Appleby's), then the finalizer with the byte length. Floating
-and other keys have no mirror here; queries with such keys keep SplitMix64
-(:func:`murmur3_hashable`).
+``hashUnsafeBytes`` of a string's UTF-8 bytes (of any collation: Spark's ``hash`` hashes the
+bytes, as the runtime compares them) or a binary value's bytes: whole little-endian 4-byte
+words, then each byte left over mixed on its own as a *signed* int (Spark's tail, which differs
+from Appleby's), then the finalizer with the byte length. Floating and other keys have no
+mirror here; queries with such keys keep SplitMix64 (:func:`murmur3_hashable`).
 
 Austin Appleby's MurmurHash3 (``MurmurHash3_x86_32``), as Spark implements it.
 """

@@ -268,10 +268,10 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     -----
     Each row's partition group is the one the sink's state uses (read from its location), and
     ``repartition`` moves the rows by it, so every group is merged and aggregated by one task.
-    Spark computes it as ``pmod(hash(keys), partitionGroups)`` for new states of integer,
-    boolean, date, timestamp, string or binary keys (``runtime/distribution/murmur3.py``), from
-    64-bit-safe steps for integer keys of states started before (``group_steps.py``); other
-    keys are tagged in a Python ``mapInArrow`` step (docs/sink.md). Without this function the
+    Spark computes it as ``pmod(hash(keys), partitionGroups)`` for new states
+    (``runtime/distribution/murmur3.py``), from 64-bit-safe steps for the integer keys of states
+    started before (``group_steps.py``); their other keys are tagged in a Python ``mapInArrow``
+    step (docs/sink.md). Without this function the
     sink stays correct, but a group whose rows reach several tasks is merged on the driver
     (``groups_on_driver`` in the commit record). The group column is dropped again before the
     sink; so are, before the shuffle, the columns the query does not use

@@ -2,15 +2,16 @@
 
 Real Spark (local): the group Spark computes as ``pmod(hash(keys), n)`` (a new sink state's
 ``murmur3`` function, ``runtime/distribution/murmur3.py``, for integer, boolean, date,
-timestamp, string and binary keys) and the one it computes from the runtime's steps
+timestamp, float, double, string and binary keys) and the one it computes from the runtime's steps
 (``runtime/distribution/group_steps.py``, states of integer keys started before) are the ones
-the sink's tasks compute, for every key type with nulls and extreme values; other keys keep the
-Python step.
+the sink's tasks compute, for every key type with nulls and extreme values; the text and
+floating-point keys of states started before keep the Python step.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import random
 from collections import Counter
 from typing import Any
@@ -64,11 +65,17 @@ def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]
 
 @pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"], ["n"],
                                   ["name"], ["u"], ["y"], ["a", "b", "c", "t", "s", "x", "d", "n"],
-                                  ["d", "c"], ["u", "a", "y"], ["lcase"]])
+                                  ["d", "c"], ["u", "a", "y"], ["lcase"], ["v"], ["e"], ["fl"],
+                                  ["e", "fl", "u"]])
 def test_groups_by_sparks_hash_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
     df = frame(spark).withColumn("n", functions.col("t").cast("timestamp_ntz")) \
         .withColumn("y", functions.col("u").cast("binary")) \
-        .withColumn("lcase", functions.collate("u", "UTF8_LCASE"))  # hashed as its bytes
+        .withColumn("lcase", functions.collate("u", "UTF8_LCASE")) \
+        .withColumn("e", functions.when(functions.col("x") % 4 == 0, functions.lit(math.nan))
+                    .when(functions.col("x") % 4 == 1, functions.lit(-0.0))
+                    .when(functions.col("x") % 4 == 2, functions.lit(0.0))
+                    .otherwise(functions.col("a").cast("double"))) \
+        .withColumn("fl", functions.col("e").cast("float"))  # lcase: hashed as its bytes
     for n_groups in (1, 7, 64, 4096):
         tagged = sink._with_group_by_spark_hash(df, keys, n_groups, "g").toArrow()
         by_runtime = group_of_rows(tagged, keys, n_groups, "murmur3")
@@ -81,10 +88,10 @@ def _plan(df: Any) -> str:
 
 
 @pytest.mark.parametrize(("keys", "route", "earlier_route"), [
-    ("a", "hash", "steps"), ("a,t", "hash", "steps"), ("v", "python", "python"),
-    ("name", "hash", "python"), ("a,name", "hash", "python"), ("a,v", "python", "python")])
+    ("a", "hash", "steps"), ("a,t", "hash", "steps"), ("v", "hash", "python"),
+    ("name", "hash", "python"), ("a,name", "hash", "python")])
 @pytest.mark.parametrize("earlier_state", [False, True])
-def test_only_keys_spark_cannot_hash_cross_into_python(
+def test_new_states_route_by_sparks_hash_earlier_ones_by_steps_or_python(
         spark: Any, tmp_path: Any, keys: str, route: str, earlier_route: str,
         earlier_state: bool) -> None:
     df = frame(spark, 10)

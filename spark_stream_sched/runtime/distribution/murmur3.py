@@ -11,12 +11,14 @@ them (the Spark tests compare the two on random keys).
 
 Covered are the key types whose Spark hash is one of Murmur3's three entry points (Spark's
 ``HashExpression`` / ``Murmur3_x86_32``): ``hashInt`` of byte, short, int, boolean (0 or 1) and
-date (days) values, ``hashLong`` of bigint and timestamp (microseconds) values, and
+date (days) values and of a float's bits, ``hashLong`` of bigint, timestamp (microseconds)
+values and of a double's bits (for both, -0.0 hashes as 0.0 and every NaN as Java's canonical
+NaN, as ``Float.floatToIntBits`` / ``Double.doubleToLongBits`` give it), and
 ``hashUnsafeBytes`` of a string's UTF-8 bytes (of any collation: Spark's ``hash`` hashes the
 bytes, as the runtime compares them) or a binary value's bytes: whole little-endian 4-byte
 words, then each byte left over mixed on its own as a *signed* int (Spark's tail, which differs
-from Appleby's), then the finalizer with the byte length. Floating and other keys have no
-mirror here; queries with such keys keep SplitMix64 (:func:`murmur3_hashable`).
+from Appleby's), then the finalizer with the byte length. Decimal, nested and other keys have
+no mirror here; queries with such keys keep SplitMix64 (:func:`murmur3_hashable`).
 
 Austin Appleby's MurmurHash3 (``MurmurHash3_x86_32``), as Spark implements it.
 """
@@ -39,11 +41,12 @@ _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
 def murmur3_hashable(kind: pa.DataType) -> bool:
     """Whether a key column of Arrow type ``kind`` has Spark's hash mirrored here.
 
-    Signed integers (Spark's byte, short, int, bigint), booleans, ``date32``, timestamps in
-    microseconds (Spark's timestamp and timestamp_ntz), strings and binaries: the types Spark
-    hands to Python.
+    Signed integers (Spark's byte, short, int, bigint), booleans, floats and doubles,
+    ``date32``, timestamps in microseconds (Spark's timestamp and timestamp_ntz), strings and
+    binaries: the types Spark hands to Python.
     """
     return bool(pa.types.is_signed_integer(kind) or pa.types.is_boolean(kind)
+                or pa.types.is_float32(kind) or pa.types.is_float64(kind)
                 or pa.types.is_date32(kind) or _is_bytes(kind)
                 or (pa.types.is_timestamp(kind) and kind.unit == "us"))
 
@@ -60,8 +63,8 @@ def murmur3_hash(rows: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
         column = rows.column(name).combine_chunks()
         if not murmur3_hashable(column.type):
             raise ValueError(f"key column {name!r} of type {column.type} has no Spark hash "
-                             f"mirror (integers, booleans, dates, µs timestamps, strings, "
-                             f"binaries)")
+                             f"mirror (integers, booleans, floats, dates, µs timestamps, "
+                             f"strings, binaries)")
         mixed = _hash_column(column, h)
         h = np.where(column.is_null().to_numpy(zero_copy_only=False), h, mixed) \
             if column.null_count else mixed
@@ -79,6 +82,8 @@ def _hash_column(column: pa.Array, seed: np.ndarray) -> np.ndarray:
     kind = column.type
     if _is_bytes(kind):
         return _hash_bytes(column, seed)
+    if pa.types.is_floating(kind):
+        return _hash_floating(column.fill_null(0).to_numpy(zero_copy_only=False), seed)
     if pa.types.is_timestamp(kind) or pa.types.is_date32(kind):
         column = column.view(pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
     elif pa.types.is_boolean(kind):
@@ -100,6 +105,15 @@ def _hash_long(value: np.ndarray, seed: np.ndarray) -> np.ndarray:
     low = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     high = (bits >> np.uint64(32)).astype(np.uint32)
     return _fmix(_mix_h1(_mix_h1(seed, _mix_k1(low)), _mix_k1(high)), 8)
+
+
+def _hash_floating(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """Spark's hash of floats (``hashInt`` of their bits) and doubles (``hashLong``; module doc)."""
+    wide = values.dtype == np.float64
+    bits = np.where(values == 0, values.dtype.type(0), values).view(np.int64 if wide else np.int32)
+    canonical_nan = 0x7FF8000000000000 if wide else 0x7FC00000
+    bits = np.where(np.isnan(values), bits.dtype.type(canonical_nan), bits)
+    return _hash_long(bits, seed) if wide else _hash_int(bits.view(np.uint32), seed)
 
 
 def _hash_bytes(column: pa.Array, seed: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ row at a time with Python integers; Spark's own ``hash`` is compared in
 
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
@@ -48,14 +49,15 @@ def murmur3_x86_32(data: bytes, seed: int) -> int:
     return h ^ (h >> 16)
 
 
-Value = int | str | bytes | None
+Value = int | float | str | bytes | None
 
 
 def reference_hash(row: dict[str, Value], kinds: dict[str, pa.DataType]) -> int:
     """Spark's ``hash`` of one row: chained over the keys from seed 42, nulls skipped.
 
     ``row`` holds each key as the integer Spark hashes (a date's days since the epoch, a
-    timestamp's microseconds, a boolean as 1 or 0), a string or bytes.
+    timestamp's microseconds, a boolean as 1 or 0), a float, a string or bytes. Floats hash
+    their bits as Java's ``floatToIntBits`` / ``doubleToLongBits`` give them, -0.0 as 0.0.
     """
     h = 42
     for name, kind in kinds.items():
@@ -65,6 +67,12 @@ def reference_hash(row: dict[str, Value], kinds: dict[str, pa.DataType]) -> int:
         if isinstance(value, str | bytes):
             h = murmur3_x86_32(value.encode() if isinstance(value, str) else value, h)
             continue
+        if isinstance(value, float):
+            wide = pa.types.is_float64(kind)
+            nan = struct.pack("<q", 0x7FF8000000000000) if wide else struct.pack("<i", 0x7FC00000)
+            data = nan if math.isnan(value) else struct.pack("<d" if wide else "<f", value or 0.0)
+            h = murmur3_x86_32(data, h)
+            continue
         wide = pa.types.is_int64(kind) or pa.types.is_timestamp(kind)
         h = murmur3_x86_32(struct.pack("<q" if wide else "<i", int(value)), h)
     return h - (1 << 32) if h >= 1 << 31 else h
@@ -72,7 +80,8 @@ def reference_hash(row: dict[str, Value], kinds: dict[str, pa.DataType]) -> int:
 
 KINDS = {"l": pa.int64(), "i": pa.int32(), "s": pa.int16(), "b": pa.int8(), "z": pa.bool_(),
          "d": pa.date32(), "t": pa.timestamp("us", tz="UTC"), "n": pa.timestamp("us"),
-         "u": pa.string(), "w": pa.large_string(), "y": pa.binary()}
+         "u": pa.string(), "w": pa.large_string(), "y": pa.binary(), "f": pa.float64(),
+         "g": pa.float32()}
 BITS = {"l": 64, "i": 32, "s": 16, "b": 8}
 
 
@@ -95,6 +104,9 @@ def tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[dict[str, Value]]
             values = st.text(max_size=13)
         elif name == "y":
             values = st.binary(max_size=13)
+        elif name in "fg":
+            values = st.floats(width=64 if name == "f" else 32) | st.sampled_from(
+                [0.0, -0.0, math.nan, -math.nan, math.inf])
         else:
             values = st.integers(-(1 << 60), 1 << 60)
         raw = draw(st.lists(st.none() | values, min_size=rows, max_size=rows))
@@ -140,10 +152,18 @@ def test_known_values_of_sparks_hash() -> None:
     assert murmur3_hash(text, ["i", "s"])[1] == -936062819
     # a slice of a column, whose offsets do not start at zero, hashes the same values
     assert murmur3_hash(text.slice(3), ["s"]).tolist() == [-396302900, 814637928, -281075962]
+    # SELECT hash(0.0D), hash(-(0.0D)), hash(CAST('NaN' AS DOUBLE)), hash(1.5D),
+    # hash(CAST('-Infinity' AS DOUBLE)); the same as FLOAT for 1.5, -0.0, NaN
+    doubles = pa.table({"d": [0.0, -0.0, math.nan, 1.5, -math.inf],
+                        "f": pa.array([1.5, -0.0, math.nan, 0.0, None], pa.float32())})
+    assert murmur3_hash(doubles, ["d"]).tolist() == [-1670924195, -1670924195, -1281358385,
+                                                     1290763749, 461104036]
+    assert murmur3_hash(doubles, ["f"]).tolist() == [-221251528, 933211791, -349261430,
+                                                     933211791, 42]
 
 
-@pytest.mark.parametrize("kind", [pa.float64(), pa.uint32(), pa.timestamp("ns"), pa.date64(),
-                                  pa.decimal128(10, 2)])
+@pytest.mark.parametrize("kind", [pa.float16(), pa.uint32(), pa.timestamp("ns"), pa.date64(),
+                                  pa.decimal128(10, 2), pa.list_(pa.int32())])
 def test_types_without_a_mirror_are_refused(kind: pa.DataType) -> None:
     assert not murmur3_hashable(kind)
     table = pa.table({"k": pa.array([], kind)})

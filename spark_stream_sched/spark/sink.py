@@ -271,11 +271,10 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     Spark computes it as ``pmod(hash(keys), partitionGroups)`` for new states
     (``runtime/distribution/murmur3.py``), from 64-bit-safe steps for the integer keys of states
     started before (``group_steps.py``); their other keys are tagged in a Python ``mapInArrow``
-    step (docs/sink.md). Without this function the
-    sink stays correct, but a group whose rows reach several tasks is merged on the driver
-    (``groups_on_driver`` in the commit record). The group column is dropped again before the
-    sink; so are, before the shuffle, the columns the query does not use
-    (``SinkConfig.stream_columns``).
+    step (docs/sink.md). Without this function the sink stays correct, but a group whose rows
+    reach several tasks is merged on the driver (``groups_on_driver`` in the commit record). The
+    group column is dropped again before the sink; so are, before the shuffle, the columns the
+    query does not use (``SinkConfig.stream_columns``).
     """
     schema = _arrow_schema(df.schema)
     config = with_group_function(parse_sink_options(options), schema)

@@ -31,6 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_stream_sched.runtime.keys import canonical
+
 __all__ = ["SPARK_SEED", "murmur3_groups", "murmur3_hash", "murmur3_hashable"]
 
 #: The seed of Spark SQL's ``hash`` function.
@@ -82,8 +84,8 @@ def _hash_column(column: pa.Array, seed: np.ndarray) -> np.ndarray:
     kind = column.type
     if _is_bytes(kind):
         return _hash_bytes(column, seed)
-    if pa.types.is_floating(kind):
-        return _hash_floating(column.fill_null(0).to_numpy(zero_copy_only=False), seed)
+    if pa.types.is_floating(kind):  # the runtime's equal keys: -0.0 is 0.0, one NaN
+        return _hash_floating(canonical(column).fill_null(0).to_numpy(zero_copy_only=False), seed)
     if pa.types.is_timestamp(kind) or pa.types.is_date32(kind):
         column = column.view(pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
     elif pa.types.is_boolean(kind):
@@ -108,12 +110,10 @@ def _hash_long(value: np.ndarray, seed: np.ndarray) -> np.ndarray:
 
 
 def _hash_floating(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    """Spark's hash of floats (``hashInt`` of their bits) and doubles (``hashLong``; module doc)."""
-    wide = values.dtype == np.float64
-    bits = np.where(values == 0, values.dtype.type(0), values).view(np.int64 if wide else np.int32)
-    canonical_nan = 0x7FF8000000000000 if wide else 0x7FC00000
-    bits = np.where(np.isnan(values), bits.dtype.type(canonical_nan), bits)
-    return _hash_long(bits, seed) if wide else _hash_int(bits.view(np.uint32), seed)
+    """Spark's hash of canonical floats (``hashInt`` of their bits), doubles (``hashLong``)."""
+    if values.dtype == np.float64:
+        return _hash_long(values.view(np.int64), seed)
+    return _hash_int(values.view(np.uint32), seed)
 
 
 def _hash_bytes(column: pa.Array, seed: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-slow test-connect test-cluster test-compose lint bench clean
+.PHONY: demo test test-slow test-compat test-connect test-cluster test-compose lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -26,7 +26,7 @@ demo: $(STAMP)
 # The default run (about 13 min on 2 cores): everything but the tests marked slow, and the
 # Spark Connect tests (they need a pytest process of their own: make test-connect).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not connect"
+	$(BIN)/python -m pytest -q -m "not slow and not connect and not compat"
 
 # The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
 # benchmarks' smoke runs, the state locations' retention, the README's job run three ways and
@@ -34,6 +34,13 @@ test: $(STAMP)
 # them after `make test`.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Every door on every supported pyspark line (4.0 to 4.3), each in a fresh venv (under the
+# system's temporary directory) with the wheel built from the working tree installed into it as a
+# user would; the rows must agree across the lines. About 3 min per line once pip's cache holds
+# the pyspark wheels (tests/spark/compat/lines.py).
+test-compat: $(STAMP)
+	$(BIN)/python -m tests.spark.compat.lines
 
 # A real Spark Connect server started from the installed pyspark, used from a Connect client
 # (docs/connect.md); a pytest process of its own, since a process is either classic or Connect.

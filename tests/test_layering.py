@@ -118,8 +118,10 @@ def test_every_adapter_module_talks_to_spark_and_the_adapter_stays_small() -> No
     # 4,358 lines in 20 modules before the engine left the adapter; 2,067 in 13 with
     # shipped_files.py (Spark's Python-worker path for --py-files); 2,115 with the sink's
     # group column written as Spark SQL from the runtime's steps; 2,122 with Spark's own hash
-    # as new sink states' group function (a second route): a budget, not a target
-    assert lines <= 2125, f"spark/ has {lines} lines: engine or state code in the adapter?"
+    # as new sink states' group function (a second route); 2,330 with compat.py (the one module
+    # that knows the pyspark 4.x lines apart) and configure() for a user's builder: a budget,
+    # not a target
+    assert lines <= 2340, f"spark/ has {lines} lines: engine or state code in the adapter?"
 
 
 def test_no_import_cycles_between_modules() -> None:

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -93,7 +94,7 @@ def run(command: list[str] | str, root: Path,
 @pytest.fixture(scope="module")
 def demo(root: Path) -> int:
     """Run the quick start's ``make demo``; return the number of result rows it wrote."""
-    quick_start = commands(blocks("bash")[0])
+    (quick_start,) = [commands(b) for b in blocks("bash") if "make demo" in b]
     assert quick_start == ["make demo", "make test"]
     out = run(["bash", "-c", quick_start[0]], root).stdout
     assert "rows out" in out
@@ -167,6 +168,36 @@ def test_the_standalone_command_line_examples_run(demo: int, root: Path) -> None
         run(["bash", "-c", line], root)
     assert target.stat().st_size > 0
     assert target.read_text().splitlines()[0].startswith('"window_start","window_end","meter"')
+
+
+@pytest.mark.slow
+def test_the_install_block_installs_the_wheel_and_keeps_the_users_pyspark(
+        tmp_path: Path) -> None:
+    """The Install block, as written, in a copy of the checkout with a fresh venv first on PATH."""
+    import pyspark
+
+    from tests.spark.compat.lines import copy_sources
+
+    (install,) = [commands(b) for b in blocks("bash") if "pip wheel" in b]
+    checkout = copy_sources(tmp_path / "checkout")
+    venv = tmp_path / "users-env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    f"pyspark=={pyspark.__version__}"], check=True, timeout=900)
+    env = {**clean_env(), "PATH": f"{venv / 'bin'}:{clean_env()['PATH']}"}
+    for line in install:
+        done = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True,
+                              text=True, timeout=900, check=False)
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+    check = ("import importlib.util, pyspark; print(pyspark.__version__, "
+             "importlib.util.find_spec('pyspark_ordered_agg') is not None)")
+    out = subprocess.run([python, "-c", check], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == [pyspark.__version__, "True"]
+    help_text = subprocess.run([str(venv / "bin" / "spark-stream-sched"), "--help"], env=env,
+                               capture_output=True, text=True, check=True).stdout
+    assert "aggregate" in help_text
 
 
 def test_the_compose_block_shows_the_commands_the_compose_tests_run() -> None:

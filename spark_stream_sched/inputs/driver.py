@@ -15,6 +15,9 @@ manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
   enter the manifests (late files by option ``lateFiles``), admitted files must not have
   changed, each cursor advances by its share of the budget (:func:`~.admission.admit`), idle
   inputs are marked in the offset (:func:`~.plan.mark_idle`);
+* :meth:`next_offset_unprompted` -- ``latestOffset()`` of a Spark without admission control
+  for Python sources (pyspark 4.0 and 4.1): Spark passes neither the start nor a limit, so the
+  driver caps the offset it reports itself, from where Spark stands (:meth:`spark_reached`);
 * :meth:`batch_files` -- ``partitions``: the manifests' files between two offsets (never a fresh
   listing, so a replayed batch reads exactly what it planned);
 * :meth:`freeze` -- ``Trigger.AvailableNow``: the query stops at the files present now;
@@ -77,6 +80,8 @@ class SourceDriver:
         self._ts_cache = EventTimeCache()  # timestamps peeked by admission, kept across batches
         self._token: str | None = None  # the location's owner token, once checked
         self._claimed: str | None = None  # the token this process drew at initialOffset
+        #: the newest offset Spark is known to stand at (pyspark < 4.2; see spark_reached)
+        self._spark_at: Offset | None = None
 
     @property
     def manifests(self) -> list[FileManifest]:
@@ -175,6 +180,39 @@ check_token`).
         for j, stream in enumerate(self.plan.streams):
             warn_ignored_files(stream, files[j], cursors[j])
         return Offset(cursors, self._token)
+
+    def spark_reached(self, offset: Offset) -> None:
+        """Spark logged ``offset`` as the end of a batch (``partitions``), or stands there.
+
+        Without admission control (pyspark 4.0, 4.1) ``latestOffset()`` carries no start, so
+        the driver follows Spark's position: on a restart Spark names the newest offset of its
+        log first (``AcceptsLatestSeenOffset``, which pyspark turns into ``partitions(L, L)``),
+        then every batch it runs ends at an offset this driver reported or Spark replays.
+        """
+        self._spark_at = offset
+
+    def next_offset_unprompted(self, budget: int | None) -> Offset:
+        """``latestOffset()`` without a start or a limit (pyspark 4.0 and 4.1).
+
+        The next batch starts where Spark stands (:meth:`spark_reached`; the initial offset on
+        a fresh checkpoint, whose first call comes before ``initialOffset``) and admits at most
+        ``budget`` rows, as :meth:`next_offset` does. Spark runs ``Trigger.AvailableNow`` for
+        such a source as one micro-batch up to the first offset it reports, so with
+        ``endOfInput=availableNow`` the first call of a driver process freezes the inputs
+        (:meth:`freeze`) and admits every row present, whatever the budget; docs/deploy.md,
+        "Spark versions".
+        """
+        if self.frozen is None and self.plan.config.end_of_input == "availableNow":
+            self.freeze()
+            if budget is not None and self.plan.max_records_explicit:
+                log.warning("this pyspark runs Trigger.AvailableNow of a Python source as one "
+                            "micro-batch: maxRecordsPerTrigger=%d does not apply to it (it "
+                            "caps the batches of processing-time triggers)", budget)
+            budget = None
+        start = self._spark_at if self._spark_at is not None else self.fresh_offset()
+        end = self.next_offset(start, budget)
+        self._spark_at = end
+        return end
 
     def batch_files(self, first: Offset, last: Offset) -> tuple[tuple[tuple[str, ...], ...], int]:
         """Each input's files between the offsets, and the late files skipped so far."""

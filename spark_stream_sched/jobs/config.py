@@ -31,11 +31,16 @@ runs the pure runtime without Spark.
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.formats import FORMAT_NAMES

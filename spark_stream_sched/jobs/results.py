@@ -110,7 +110,7 @@ def _cell(value: object, name: str) -> str:
     if value is None:
         return "null"
     if name in WINDOW_COLUMNS and isinstance(value, int):
-        value = dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+        value = dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
     if isinstance(value, dt.datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, float):

@@ -16,8 +16,9 @@ rule, the one of Spark's grouping: nulls are one value (equal to each other), ``
 a block, so tests can force every key onto a few hashes and check that keyed state stays exact.
 
 Hashing is vectorised: numeric columns are mixed with SplitMix64 in NumPy; string and binary
-columns are dictionary-encoded and each *distinct* value is hashed once with xxh64 of its UTF-8
-bytes; nulls hash to a fixed constant. Key codes are Arrow dictionary encodings (a hash table
+columns are dictionary-encoded and each *distinct* value is hashed once with XXH64 of its UTF-8
+bytes (:func:`~spark_stream_sched.runtime.xxh64.xxh64`, vectorised in NumPy); nulls hash to a
+fixed constant. Key codes are Arrow dictionary encodings (a hash table
 that compares values) of each column's canonical form (:func:`canonical`).
 """
 
@@ -29,9 +30,9 @@ from contextlib import contextmanager
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import xxhash
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.runtime.xxh64 import xxh64
 
 _NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
 _SEED = np.uint64(0x5851F42D4C957F2D)
@@ -58,9 +59,7 @@ def _column_hash(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         kind = array.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind):
         encoded = pc.dictionary_encode(array)
-        uniques = encoded.dictionary.to_pylist()
-        table = np.array([xxhash.xxh64_intdigest(u.encode() if isinstance(u, str) else u)
-                          for u in uniques], dtype=np.uint64)
+        table = xxh64(encoded.dictionary)
         indices = encoded.indices.fill_null(0).to_numpy().astype(np.int64)
         hashes = table[indices] if len(table) else np.zeros(len(array), np.uint64)
     elif pa.types.is_floating(kind):

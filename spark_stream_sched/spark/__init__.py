@@ -62,7 +62,13 @@ def register(spark: SparkSession) -> None:
     The one registration function. With the package installed, pyspark registers
     ``DefaultSource`` of the top-level module ``pyspark_ordered_agg`` by itself, and this does
     nothing (registering again makes Spark warn that a static registration was replaced);
-    otherwise it registers :class:`~spark_stream_sched.spark.datasource.OrderedAggDataSource`.
+    otherwise -- not installed, or shipped in a zip with ``--py-files``, which pyspark's lookup
+    does not read -- it registers
+    :class:`~spark_stream_sched.spark.datasource.OrderedAggDataSource`.
+
+    On a local master it first checks that Spark's Python workers can import the package, and
+    otherwise raises a ``ConfigError`` naming their interpreter and the fix
+    (:func:`~spark_stream_sched.spark.embedded.check_workers_python`).
 
     Notes
     -----
@@ -70,9 +76,14 @@ def register(spark: SparkSession) -> None:
     there by itself; this checks only the client's installation (docs/connect.md).
     """
     import importlib.util
+    import zipimport
 
-    if importlib.util.find_spec("pyspark_ordered_agg") is not None:
-        return
+    from spark_stream_sched.spark.embedded import check_workers_python
+
+    check_workers_python(spark)
+    installed = importlib.util.find_spec("pyspark_ordered_agg")
+    if installed is not None and not isinstance(installed.loader, zipimport.zipimporter):
+        return  # pyspark's lookup finds it; a module in a shipped zip it does not
     from spark_stream_sched.spark.datasource import OrderedAggDataSource
 
     spark.dataSource.register(OrderedAggDataSource)

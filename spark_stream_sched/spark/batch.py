@@ -30,7 +30,6 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_stream_sched import inputs
@@ -40,6 +39,7 @@ from spark_stream_sched.inputs.plan import OUTPUT_BATCH_ROWS, SourcePlan, rows_b
 from spark_stream_sched.runtime.distribution.groups import group_range_for_task
 from spark_stream_sched.runtime.state.memory import MemoryStateStore
 from spark_stream_sched.runtime.state.store import BatchStore
+from spark_stream_sched.spark.compat import arrow_schema
 from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
 
@@ -96,6 +96,6 @@ class OrderedAggBatchReader(DataSourceReader):
         result = self._plan.batch(partition.groups).run(
             rows, store, start.ready_bound(), end.ready_bound())
         if result.output.num_rows:
-            arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
-            yield from to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
-                                 ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
+            spark_rows = to_spark(result.output, arrow_schema(self._schema),
+                                  self._plan.ts_is_timestamp)
+            yield from spark_rows.to_batches(max_chunksize=OUTPUT_BATCH_ROWS)

@@ -1,4 +1,4 @@
-"""An embedded local Spark: environment set before the JVM starts, quiet settings.
+"""An embedded local Spark: environment set before the JVM starts, quiet settings; ``configure``.
 
 ``PYSPARK_PYTHON`` must name this interpreter (otherwise Python workers run ``python3`` from
 ``PATH``, which may lack this package) and ``SPARK_LOCAL_IP`` must be loopback; both are read
@@ -6,7 +6,12 @@ when the JVM and the SparkContext start, so :func:`prepare_environment` runs fir
 repository's ``conf/`` directory is present (editable install) it becomes ``SPARK_CONF_DIR``,
 which brings ``spark-defaults.conf`` and the quiet ``log4j2.properties``. Sessions started here
 keep pyspark's ``transformWithStateInPandas`` worker from printing to the console
-(:func:`quiet_python_workers`).
+(:func:`quiet_python_workers`). Every setting :func:`session` makes is listed in docs/deploy.md,
+"What session() sets".
+
+:func:`configure` is the hook for a user's own session: on a ``SparkSession.Builder`` it sets
+only what the plugin needs, on a running session it sets what ``ordered()`` needs and checks
+that Spark's Python workers can import the package (:func:`check_workers_python`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,16 @@ QUIET_SETTINGS: tuple[tuple[str, str], ...] = (
 #: Holds only ``sitecustomize.py``, which silences the stdout of the driver-side Python worker
 #: of ``transformWithStateInPandas`` (see :func:`quiet_python_workers`).
 WORKER_SITE = Path(__file__).resolve().parent / "worker_site"
+
+
+#: What ordered() needs: the state store transformWithStateInPandas requires, and the minimum
+#: over the inputs' watermarks (Spark's default, set explicitly).
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER_CONF, POLICY_CONF = ("spark.sql.streaming.stateStore.providerClass",
+                              "spark.sql.streaming.multipleWatermarkPolicy")
+ORDERED_SETTINGS: tuple[tuple[str, str], ...] = ((PROVIDER_CONF, ROCKSDB_PROVIDER),
+                                                 (POLICY_CONF, "min"))
+PYTHON_CONFS = ("spark.pyspark.python", "spark.pyspark.driver.python")
 
 
 def repo_conf_dir() -> Path | None:
@@ -82,6 +97,78 @@ def build_session(master: str | None, app_name: str,
 
     register(session)
     return session
+
+
+def configure(target: Any) -> Any:
+    """Set what the plugin needs on a ``SparkSession.Builder`` or a running ``SparkSession``.
+
+    On a builder (before the session starts): the Python workers run this interpreter --
+    ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` in this process's environment (the JVM
+    reads them when it starts; its driver-side lookup of data sources uses no other setting)
+    and ``spark.pyspark.python`` / ``spark.pyspark.driver.python`` for the executors, all
+    ``sys.executable`` -- unless ``PYSPARK_PYTHON`` is set, the builder names a Python
+    already, or ``spark-submit`` started this process (its settings are kept); and what
+    ``ordered()`` needs: the RocksDB state store and ``multipleWatermarkPolicy=min``. Nothing
+    else changes. Returns the builder, so
+    ``configure(SparkSession.builder.appName("job")).getOrCreate()`` reads as one line.
+
+    On a session: the two ``ordered()`` settings (they apply to queries started afterwards),
+    then :func:`check_workers_python`. Returns the session.
+
+    Notes
+    -----
+    Called on the driver.
+    """
+    from pyspark.sql import SparkSession
+
+    if isinstance(target, SparkSession.Builder):
+        given = getattr(target, "_options", {})  # what the builder holds (pyspark keeps it)
+        launched_by_spark = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit's driver
+        if not (os.environ.get("PYSPARK_PYTHON") or launched_by_spark
+                or any(k in given for k in PYTHON_CONFS)):
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            for key in PYTHON_CONFS:
+                target = target.config(key, sys.executable)
+        for key, value in ORDERED_SETTINGS:
+            target = target.config(key, value)
+        return target
+    for key, value in ORDERED_SETTINGS:
+        target.conf.set(key, value)
+    check_workers_python(target)
+    return target
+
+
+def check_workers_python(session: Any) -> None:
+    """Refuse, naming the cause and the fix, a local session whose Python workers lack the package.
+
+    Spark would otherwise fail later with ``DATA_SOURCE_NOT_FOUND`` (the lookup worker finds no
+    ``ordered-agg``) or ``No module named ...`` in a task. Only local masters are checked: a
+    cluster's workers run on other machines (docs/deploy.md). The interpreter runs once per
+    driver process (:func:`~spark_stream_sched.interpreters.lacking`).
+
+    Raises
+    ------
+    ConfigError
+        Naming the workers' interpreter, what it cannot import, and the settings that fix it.
+    """
+    from spark_stream_sched.errors import ConfigError
+    from spark_stream_sched.interpreters import lacking
+
+    context = getattr(session, "sparkContext", None)  # a Spark Connect session has none
+    if context is None or not str(context.master).startswith("local"):
+        return
+    executable = str(getattr(context, "pythonExec", None) or "python3")
+    missing = lacking(executable)
+    if missing is None:
+        return
+    named = (f"{executable} (spark.pyspark.python or PYSPARK_PYTHON)" if executable != "python3"
+             else "python3 from PATH (spark.pyspark.python and PYSPARK_PYTHON are unset)")
+    raise ConfigError(
+        f"Spark's Python workers run {named}, which cannot run the ordered-agg "
+        f"plugin ({missing}); start the session with spark.pyspark.python={sys.executable} "
+        f"(PYSPARK_PYTHON, or spark_stream_sched.spark.configure(SparkSession.builder) does "
+        f"it), or install spark_stream_sched for that interpreter (docs/deploy.md)")
 
 
 def quiet_python_workers(session: Any) -> None:

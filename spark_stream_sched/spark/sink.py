@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.errors import ConfigError, SpillError, StateError
@@ -91,6 +91,7 @@ from spark_stream_sched.runtime.engine.sink_commit import (  # re-exported as we
 )
 from spark_stream_sched.runtime.engine.sink_config import SinkConfig, with_group_function
 from spark_stream_sched.runtime.state.commit_log import batch_name, commit_path, read_marker
+from spark_stream_sched.spark.compat import ArrowStreamWriter, arrow_schema
 from spark_stream_sched.spark.worker_errors import plain_errors, reported
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def _task_identity() -> tuple[int, int, int]:
     return int(batch), context.partitionId(), context.attemptNumber()
 
 
-class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
+class OrderedAggStreamWriter(ArrowStreamWriter):  # type: ignore[misc]
     """Merges and aggregates on executors; commits through :class:`SinkCommitter` on the driver.
 
     Notes
@@ -221,12 +222,6 @@ class OrderedAggStreamWriter(DataSourceStreamArrowWriter):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _arrow_schema(schema: StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
 def make_stream_writer(options: Mapping[str, str], schema: StructType) -> OrderedAggStreamWriter:
     """Build the stream writer for ``DataSource.streamWriter``; validate options and columns.
 
@@ -239,7 +234,7 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
     """
     with plain_errors():
         try:
-            arrow = _arrow_schema(schema)
+            arrow = arrow_schema(schema)
             config = with_group_function(parse_sink_options(options), arrow)
             check_schema(config, arrow)
         except ConfigError as exc:
@@ -276,7 +271,7 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     group column is dropped again before the sink; so are, before the shuffle, the columns the
     query does not use (``SinkConfig.stream_columns``).
     """
-    schema = _arrow_schema(df.schema)
+    schema = arrow_schema(df.schema)
     config = with_group_function(parse_sink_options(options), schema)
     keys, groups, used = config.key_columns, config.partition_groups, config.stream_columns(schema)
     df = df.select(*used) if len(used) < len(df.columns) else df

@@ -52,13 +52,6 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import StructType
 
 from spark_stream_sched.faults import crash_point
@@ -84,6 +77,13 @@ from spark_stream_sched.runtime.state import batch_metrics
 from spark_stream_sched.runtime.state.files import FileStateStore
 from spark_stream_sched.runtime.state.store import BatchStore
 from spark_stream_sched.runtime.state.usage import rss_figure
+from spark_stream_sched.spark.compat import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+    arrow_schema,
+)
 from spark_stream_sched.spark.source_plan import GroupRangePartition, to_spark
 from spark_stream_sched.spark.worker_errors import reported
 
@@ -168,12 +168,18 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.driver.freeze()
 
     @reported
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, Any] | None = None,
+                     limit: ReadLimit | None = None) -> dict[str, Any]:
         """Advance the cursors by at most the limit's rows: the earliest rows over all inputs.
 
         See :func:`~spark_stream_sched.inputs.admission.admit`; with ``ReadAllAvailable``
         (``maxRecordsPerTrigger=0`` or the engine's choice) every listed row is admitted.
+        pyspark before 4.2 passes neither argument: the driver then starts from where Spark
+        stands and caps the batch by ``maxRecordsPerTrigger`` itself
+        (:meth:`~spark_stream_sched.inputs.driver.SourceDriver.next_offset_unprompted`).
         """
+        if start is None:
+            return self.driver.next_offset_unprompted(self._budget(None)).to_json()
         offset = parse_offset(start, self._plan.config.n_inputs)
         return self.driver.next_offset(offset, self._budget(limit)).to_json()
 
@@ -189,7 +195,8 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         first, last = parse_offset(start, c.n_inputs), parse_offset(end, c.n_inputs)
         crash_point("source.planned", batch=self._planned, seq=last.total_seq)
         self._planned += 1
-        if first == last:
+        self.driver.spark_reached(last)
+        if first == last:  # nothing to read (pyspark < 4.2 names its position this way)
             return []
         files, skipped = self.driver.batch_files(first, last)
         return self._tasks(start, end, first, last, files, skipped)
@@ -299,9 +306,9 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                  json.dumps(result.metrics, sort_keys=True))
         batch_metrics.write_part(location, version_id(end), partition.index, result.metrics)
         if result.output.num_rows:
-            arrow_schema = to_arrow_schema(self._schema, timezone="UTC")
-            yield from to_spark(result.output, arrow_schema, self._plan.ts_is_timestamp
-                                 ).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
+            spark_rows = to_spark(result.output, arrow_schema(self._schema),
+                                  self._plan.ts_is_timestamp)
+            yield from spark_rows.to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
 
 
 def _spark_batch_id() -> str | None:

@@ -49,29 +49,25 @@ from spark_stream_sched.runtime.query.spec import (
     spec_from_options,
 )
 from spark_stream_sched.runtime.window.aggregator import BOUND_COLUMNS, SPARK_TIMESTAMP
+from spark_stream_sched.spark.compat import arrow_schema
+from spark_stream_sched.spark.embedded import (
+    POLICY_CONF,
+    PROVIDER_CONF,
+    ROCKSDB_PROVIDER,
+    check_workers_python,
+    configure,
+)
 from spark_stream_sched.spark.transform_processor import OrderedProcessor
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_PROVIDER_CONF, _POLICY_CONF = ("spark.sql.streaming.stateStore.providerClass",
-                                 "spark.sql.streaming.multipleWatermarkPolicy")
+__all__ = ["OrderedStreams", "WindowedStreams", "configure", "ordered", "packed_inputs"]
+
 #: Internal columns (Spark renames names starting with ``__`` in the pandas frames).
 INPUT, END, WATERMARK = "_sss_input", "_sss_end", "_sss_watermark"
 #: Delay of every input's watermark: 1 ms, so that ``R = W + 1`` (module doc).
 WATERMARK_DELAY = "1 millisecond"
-
-
-def configure(spark: SparkSession) -> None:
-    """Set the two session settings :meth:`WindowedStreams.agg` requires (called on the driver).
-
-    ``transformWithStateInPandas`` needs the RocksDB state store; the ready bound needs the
-    minimum over the inputs' watermarks (Spark's default, set explicitly). Both apply to
-    queries started afterwards.
-    """
-    spark.conf.set(_PROVIDER_CONF, ROCKSDB_PROVIDER)
-    spark.conf.set(_POLICY_CONF, "min")
 
 
 def ordered(inputs: Sequence[DataFrame], *, sequence: str, timestamp: str = "ts",
@@ -179,7 +175,7 @@ class WindowedStreams:
 
 def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
     """Tag, watermark, union, pack by group, transform, unpack (module doc, transform_wire)."""
-    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     packed, arrow_in = packed_inputs(s, spec)
@@ -190,7 +186,7 @@ def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
         processor, StructType([StructField(RESULTS, BinaryType())]), "Append", "EventTime")
     out_struct = StructType([StructField(f.name, from_arrow_type(f.type)) for f in arrow_out])
     return results.mapInArrow(
-        functools.partial(unpack, schema=to_arrow_schema(out_struct, timezone="UTC")),
+        functools.partial(unpack, schema=arrow_schema(out_struct)),
         out_struct)
 
 
@@ -202,12 +198,11 @@ def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Sch
     driver; ``bench spark`` uses it to measure Spark's own stateful operator on this input.
     """
     from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
     payload = _read_columns(s, spec, _check_inputs(s))
     _check_session(s.inputs[0].sparkSession)
-    arrow_in = to_arrow_schema(payload, timezone="UTC")
+    arrow_in = arrow_schema(payload)
     ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
     tagged = [_tagged(df, j, s, ts_is_timestamp) for j, df in enumerate(s.inputs)]
     merged = functools.reduce(lambda a, b: a.unionByName(b), tagged)
@@ -248,9 +243,7 @@ def _read_columns(s: OrderedStreams, spec: QuerySpec, payload: Any) -> Any:
     also mean fewer bytes in the rows each group keeps pending in the state store.
     """
     from pyspark.sql import types as T  # noqa: N812
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    read = {*spec.used_columns(to_arrow_schema(payload, timezone="UTC")), s.sequence}
+    read = {*spec.used_columns(arrow_schema(payload)), s.sequence}
     return T.StructType([f for f in payload.fields if f.name in read])
 
 
@@ -280,15 +273,16 @@ def _check_columns(s: OrderedStreams, types: dict[str, Any]) -> None:
 
 
 def _check_session(spark: SparkSession) -> None:
-    """RocksDB and the min watermark policy must be set (ConfigError saying how)."""
-    provider = spark.conf.get(_PROVIDER_CONF, None) or ""
-    policy = (spark.conf.get(_POLICY_CONF, None) or "min").lower()
+    """RocksDB, the min watermark policy, workers that import the package (ConfigError)."""
+    provider = spark.conf.get(PROVIDER_CONF, None) or ""
+    policy = (spark.conf.get(POLICY_CONF, None) or "min").lower()
     if provider != ROCKSDB_PROVIDER or policy != "min":
         raise ConfigError(
-            f"ordered() runs in transformWithStateInPandas, which needs {_PROVIDER_CONF}="
+            f"ordered() runs in transformWithStateInPandas, which needs {PROVIDER_CONF}="
             f"{ROCKSDB_PROVIDER} (now {provider or 'unset'}), and the ready bound needs "
-            f"{_POLICY_CONF}=min (now {policy}); call "
+            f"{POLICY_CONF}=min (now {policy}); call "
             f"spark_stream_sched.spark.transform.configure(spark) before defining the query")
+    check_workers_python(spark)
 
 
 def _output_schema(spec: QuerySpec, arrow_in: pa.Schema, ts_is_timestamp: bool) -> pa.Schema:

@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from spark_stream_sched.errors import SparkStreamSchedError
+from spark_stream_sched.spark.compat import ReadLimit, SupportsTriggerAvailableNow
 
 F = TypeVar("F", bound=Callable[..., Any])
 

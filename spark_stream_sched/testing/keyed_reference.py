@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -37,7 +37,7 @@ def ordered(table: pa.Table, ts: str = "ts") -> list[Row]:
 def _ms(value: Any) -> int:
     """Event time in ms: ints as they are, datetimes floored to whole milliseconds."""
     if isinstance(value, datetime):
-        epoch = datetime(1970, 1, 1, tzinfo=UTC if value.tzinfo else None)
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc if value.tzinfo else None)
         return (value - epoch) // timedelta(milliseconds=1)
     return int(value)
 

@@ -34,7 +34,7 @@ SCHEMA_NAMES = [column.split()[0] for column in SCHEMA.split(", ")]
 
 def frame(spark: Any, rows: int = 400) -> Any:
     rng = random.Random(11)
-    epoch = datetime.datetime(1900, 1, 1, tzinfo=datetime.UTC)
+    epoch = datetime.datetime(1900, 1, 1, tzinfo=datetime.timezone.utc)
 
     def maybe(value: Any) -> Any:
         return None if rng.random() < 0.1 else value

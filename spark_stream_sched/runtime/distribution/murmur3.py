@@ -151,17 +151,20 @@ def _hash_bytes_of_rows(column: pa.Array, seed: np.ndarray) -> np.ndarray:
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+    rotated: np.ndarray = (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+    return rotated
 
 
 def _mix_k1(k1: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return _rotl(k1 * _C1, 15) * _C2
+        mixed: np.ndarray = _rotl(k1 * _C1, 15) * _C2
+    return mixed
 
 
 def _mix_h1(h1: np.ndarray, k1: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return _rotl(h1 ^ k1, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+        mixed: np.ndarray = _rotl(h1 ^ k1, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    return mixed
 
 
 def _fmix(h1: np.ndarray, length: int | np.ndarray) -> np.ndarray:

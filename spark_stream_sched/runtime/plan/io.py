@@ -17,10 +17,15 @@ Unknown keys are rejected with a suggestion.
 from __future__ import annotations
 
 import json
-import tomllib
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.names import did_you_mean

@@ -7,9 +7,14 @@ different Spark interval spellings); the specs must be equal and share one finge
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import replace
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 import pyarrow as pa
 import pytest

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.plan.dag import QueryPlan
@@ -30,6 +30,9 @@ from spark_stream_sched.runtime.plan.io import suggest
 from spark_stream_sched.runtime.plan.operators import QueueId
 from spark_stream_sched.runtime.plan.stats import StatsTable
 from spark_stream_sched.runtime.scheduler.state import Decision, QueueView, ScheduleUnit
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+; annotations are not evaluated
+    from typing_extensions import Self
 
 SERVICES = ("preemptive", "limited", "exhaustive")
 STARVATION = ("none", "oldest", "dynamic")

@@ -13,7 +13,7 @@ where ``M`` is the maximal available queue memory and ``mean(M)`` the mean total
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.runtime.plan.dag import QueryPlan
@@ -22,6 +22,9 @@ from spark_stream_sched.runtime.scheduler.state import Decision, QueueView, Sche
 from spark_stream_sched.runtime.scheduler.strategies.base import Strategy
 from spark_stream_sched.runtime.scheduler.strategies.path_capacity import PathCapacityStrategy
 from spark_stream_sched.runtime.scheduler.strategies.segment import SimplifiedSegmentStrategy
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+; annotations are not evaluated
+    from typing_extensions import Self
 
 
 class ThresholdStrategy(Strategy):

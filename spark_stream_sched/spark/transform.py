@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.engine.packing import GROUP, RESULTS, ROWS, pack, unpack
+from spark_stream_sched.runtime.engine.packing import GROUP, ORDER, RESULTS, ROWS, pack, unpack
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX
 from spark_stream_sched.runtime.query.spec import (
@@ -92,7 +92,9 @@ def ordered(inputs: Sequence[DataFrame], *, sequence: str, timestamp: str = "ts"
         Optional boolean column: a row with ``true`` declares its input finished (the row
         itself is not data). Without it, the last windows stay open, as Spark's own windows.
     out_of_order:
-        ``fail`` or ``drop`` for rows below the ready bound a group already released.
+        ``fail`` or ``drop`` for a row whose ``timestamp`` is below that of an earlier row of
+        its input along ``sequence`` (the same rows in every batching,
+        :mod:`~spark_stream_sched.runtime.engine.sequence_order`).
     partition_groups:
         Number of groups: the keys of Spark's state store and of the operator's calls.
 
@@ -213,8 +215,10 @@ def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Sch
     rows = merged.select(*payload.fieldNames(), F.col(INPUT), end.alias(END))
     packed = rows.mapInArrow(
         functools.partial(pack, payload=arrow_in, keys=s.keys, n_groups=s.partition_groups,
-                          input_column=INPUT, end_column=END),
-        StructType([StructField(ROWS, BinaryType()), StructField(GROUP, IntegerType())]))
+                          input_column=INPUT, end_column=END, timestamp=s.timestamp,
+                          sequence=s.sequence),
+        StructType([StructField(ROWS, BinaryType()), StructField(ORDER, BinaryType()),
+                    StructField(GROUP, IntegerType())]))
     return packed, arrow_in
 
 
@@ -267,7 +271,7 @@ def _check_columns(s: OrderedStreams, types: dict[str, Any]) -> None:
     ntz = [n for n, t in types.items() if isinstance(t, T.TimestampNTZType)]
     if ntz:
         raise ConfigError(f"columns {ntz} are timestamp_ntz; cast them to timestamp (UTC)")
-    clash = {INPUT, END, GROUP, WATERMARK, ROWS, RESULTS} & set(types)
+    clash = {INPUT, END, GROUP, WATERMARK, ROWS, ORDER, RESULTS} & set(types)
     if clash:
         raise ConfigError(f"column names {sorted(clash)} are reserved by ordered()")
 
@@ -305,5 +309,7 @@ def _tagged(df: DataFrame, j: int, s: OrderedStreams, ts_is_timestamp: bool) -> 
     if s.end_of_input is not None:
         ts = F.when(F.coalesce(F.col(s.end_of_input), F.lit(False)),
                     F.timestamp_millis(F.lit(EVENT_TIME_MAX))).otherwise(ts)
+    # One partition per input and micro-batch: pack() checks the input's rows along the
+    # sequence there, all of them together (runtime/engine/sequence_order.py).
     return (df.withColumn(WATERMARK, ts).withWatermark(WATERMARK, WATERMARK_DELAY)
-            .withColumn(INPUT, F.lit(j).cast("int")))
+            .withColumn(INPUT, F.lit(j).cast("int")).coalesce(1))

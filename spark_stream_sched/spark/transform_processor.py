@@ -6,13 +6,15 @@ batch entry (:class:`~spark_stream_sched.runtime.engine.batch.GroupedBatch`) ove
 group, with the group's state in Spark's state store (RocksDB) through
 :class:`ValueStateStore`, the :class:`~spark_stream_sched.runtime.state.store.GroupStore` over
 the processor's one value: the rows not ready yet as Arrow IPC bytes, the group operator's
-snapshot, the ready bound it last used and the query's fingerprint. Spark versions, commits and
+snapshot, the ready bound it last used, each input's largest event time so far (the sequence
+check's memory, the same in every group) and the query's fingerprint. Spark versions, commits and
 prunes that value with its checkpoint. Each call:
 
 1. turns the watermark into the ready bound ``R`` (:func:`ready_bound_from_watermark`);
-2. gives the new rows a position ``__seq`` (the sequence column) and runs the group's batch:
-   late rows fail or are dropped, ready rows are released in the total order, the operator
-   emits what ``R`` closed;
+2. checks the new rows along each input's sequence (a row below an earlier row's event time of
+   its input fails or is dropped, :mod:`~spark_stream_sched.runtime.engine.sequence_order`),
+   gives them a position ``__seq`` (the sequence column) and runs the group's batch: ready rows
+   are released in the total order, the operator emits what ``R`` closed;
 3. keeps one event-time timer at ``watermark + 1`` while the group holds anything, so the group
    runs again in the first batch whose watermark is higher, with or without new rows.
 
@@ -26,6 +28,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql.streaming.stateful_processor import (
@@ -34,7 +37,14 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.engine.batch import GroupedBatch
@@ -46,10 +56,17 @@ from spark_stream_sched.runtime.engine.packing import (
     unpack_frames,
     with_seq,
 )
+from spark_stream_sched.runtime.engine.sequence_order import (
+    BEFORE_COL,
+    NOTHING_SEEN,
+    seen_after,
+    sequence_check,
+)
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, INPUT_COL, SEQ_COL, TS_MAX
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.state.store import GroupState
 from spark_stream_sched.runtime.window.aggregator import bounds_as_timestamps
+from spark_stream_sched.spark.worker_errors import reported
 
 __all__ = ["STATE_NAME", "STATE_SCHEMA", "OrderedProcessor", "ValueStateStore", "from_ipc",
            "ready_bound_from_watermark"]
@@ -64,12 +81,14 @@ STATE_NAME = "ordered"
 #: the largest JVM costs. LZ4 cut them about 3x for ~10 ms of CPU per group and batch (zstd:
 #: 5.6x but 30 ms).
 PENDING_COMPRESSION = "lz4"
-#: Its schema: pending rows (Arrow IPC), operator snapshot, last ready bound used (ms), and
-#: the fingerprint of the query that wrote it (a changed definition is refused on restart).
+#: Its schema: pending rows (Arrow IPC), operator snapshot, last ready bound used (ms), the
+#: fingerprint of the query that wrote it (a changed definition is refused on restart), and
+#: each input's largest event time so far (ms, the sequence check's; null: none yet).
 STATE_SCHEMA = StructType([StructField("pending", BinaryType()),
                            StructField("operator", BinaryType()),
                            StructField("bound", LongType()),
-                           StructField("fingerprint", StringType())])
+                           StructField("fingerprint", StringType()),
+                           StructField("seen", ArrayType(LongType()))])
 #: The error for a row below the bound a group already released (fields: GroupedBatch.late).
 OUT_OF_ORDER = ("input {input} is out of order at {column}={position!r}: ts {ts} is below the "
                 "ready bound {bound} already released, so an earlier row of that input had a "
@@ -101,7 +120,9 @@ class ValueStateStore:
 
     ``rows_schema``: the pending rows in memory (payload, ``__input``, ``__seq``); they are
     stored without ``__seq`` and get it back from ``sequence_column`` on load
-    (:func:`~spark_stream_sched.runtime.engine.packing.pending_to_ipc`).
+    (:func:`~spark_stream_sched.runtime.engine.packing.pending_to_ipc`). :attr:`seen` is each
+    input's largest event time so far (``NOTHING_SEEN``: none), kept even when the group holds
+    no rows.
     """
 
     def __init__(self, state: Any, spec: QuerySpec, rows_schema: pa.Schema,
@@ -110,6 +131,7 @@ class ValueStateStore:
         self._sequence_column = sequence_column
         self._loaded: GroupState | None = None
         self.bound: int | None = None
+        self.seen = np.full(spec.n_inputs, NOTHING_SEEN, np.int64)
 
     def load(self, group: int) -> GroupState:
         """The group's state (read once); also sets :attr:`bound` to the bound it last used."""
@@ -122,7 +144,7 @@ class ValueStateStore:
             return GroupState()
         value = self._state.get()
         assert value is not None
-        pending, snapshot, bound, written_by = value
+        pending, snapshot, bound, written_by, seen = value
         if written_by != self._spec.fingerprint():
             raise StateError(
                 f"ordered(): the state in this query's checkpoint was written by another query "
@@ -137,17 +159,22 @@ class ValueStateStore:
                 f"was written by another definition or release; restart with a new "
                 f"checkpointLocation")
         self.bound = None if bound is None else int(bound)
+        if seen is not None:
+            self.seen = np.array([NOTHING_SEEN if v is None else v for v in seen], np.int64)
         return GroupState(rows, bytes(snapshot))
 
     def save(self, states: Mapping[int, GroupState]) -> None:
         """Write the group's state (clear the value when it is empty)."""
         (state,) = states.values()
-        if state.is_empty:
+        nothing_seen = bool((self.seen == NOTHING_SEEN).all())
+        if state.is_empty and nothing_seen:
             self._state.clear()
             return
         pending = state.pending if state.pending is not None else self._rows_schema.empty_table()
+        seen = None if nothing_seen else [None if v == NOTHING_SEEN else int(v)
+                                          for v in self.seen]
         self._state.update((pending_to_ipc(pending, PENDING_COMPRESSION), state.window,
-                            self.bound, self._spec.fingerprint()))
+                            self.bound, self._spec.fingerprint(), seen))
 
 
 class OrderedProcessor(StatefulProcessor):
@@ -169,7 +196,9 @@ class OrderedProcessor(StatefulProcessor):
     Notes
     -----
     Built on the driver and pickled to the executors; ``init`` and the handlers run on
-    executors, once per partition group, with the group as the implicit state key.
+    executors, once per partition group, with the group as the implicit state key. The
+    handlers report our own errors with our message on Spark's first line
+    (:mod:`~spark_stream_sched.spark.worker_errors`).
     """
 
     def __init__(self, spec: QuerySpec, input_schema: pa.Schema, output_schema: pa.Schema,
@@ -185,12 +214,14 @@ class OrderedProcessor(StatefulProcessor):
         self._handle = handle
         self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
 
+    @reported
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802 - Spark API
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:  # noqa: N803
         """New rows of one partition group: buffer, release what is ready, emit (executors)."""
-        new = unpack_frames(rows, self.input_schema.append(pa.field(INPUT_COL, pa.int32())))
-        yield from self._step(int(key[0]), new, timerValues)
+        new, orders = unpack_frames(rows, self._packed_schema())
+        yield from self._step(int(key[0]), new, timerValues, orders)
 
+    @reported
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802, N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:  # noqa: N803
         """The watermark passed the group's timer: release and emit with no new rows."""
@@ -201,8 +232,8 @@ class OrderedProcessor(StatefulProcessor):
 
     # -- one step ----------------------------------------------------------------------------
 
-    def _step(self, group: int, new: pa.Table | None,
-              timer_values: TimerValues) -> Iterator[pd.DataFrame]:
+    def _step(self, group: int, new: pa.Table | None, timer_values: TimerValues,
+              orders: pa.Table | None = None) -> Iterator[pd.DataFrame]:
         watermark = timer_values.getCurrentWatermarkInMs()
         bound = ready_bound_from_watermark(watermark)
         store = ValueStateStore(self._state, self.spec, self._rows_schema(),
@@ -210,6 +241,11 @@ class OrderedProcessor(StatefulProcessor):
         store.load(group)
         last_bound = store.bound
         store.bound = last_bound if bound is None else bound
+        if new is not None:
+            new = sequence_check(new, store.seen, self.spec.timestamp_column,
+                                 self.sequence_column, self.spec.out_of_order)
+        if orders is not None:
+            store.seen = seen_after(store.seen, orders)
         rows = (with_seq(new, self.sequence_column) if new is not None
                 else self._rows_schema().empty_table())
         batch = GroupedBatch(self.spec, self.input_schema, (group,),
@@ -221,6 +257,11 @@ class OrderedProcessor(StatefulProcessor):
         if out.num_rows:
             out = bounds_as_timestamps(out) if self.ts_is_timestamp else out
             yield results_frame(out.select(self.output_schema.names))
+
+    def _packed_schema(self) -> pa.Schema:
+        """Schema of the rows :func:`~..packing.pack` sends: payload, ``__input``, ``__before``."""
+        return self.input_schema.append(pa.field(INPUT_COL, pa.int32())).append(
+            pa.field(BEFORE_COL, pa.int64()))
 
     def _rows_schema(self) -> pa.Schema:
         """Schema of the rows a group keeps pending: payload, ``__input`` and ``__seq``."""

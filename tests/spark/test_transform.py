@@ -259,8 +259,87 @@ def test_row_below_the_released_bound_fails_the_query(spark: Any, tmp_path: Any)
                .foreachBatch(lambda df, _: df.collect())
                .option("checkpointLocation", str(tmp_path / "ck"))
                .trigger(availableNow=True).start())
-    with pytest.raises(Exception, match="input 0 is out of order at pos=10000"):
+    with pytest.raises(Exception, match="ordered\\(\\): input 0 is out of order along 'pos': pos "
+                       "10000 has ts"):
         started.awaitTermination(timeout=300)
+
+
+def write_going_back(root: str) -> None:
+    """Input 0: ``part-a`` (ts 0-49 s) then ``part-b`` (ts 10-19 s, back along the sequence);
+    input 1 in order (0-59 s); each input ends with an end-of-input row."""
+    def part(ts_s: range, pos: int, input_dir: str, name: str, stamp: int) -> None:
+        n = len(ts_s)
+        table = pa.table({"ts": pa.array([t * 1000 for t in ts_s], pa.int64()),
+                          "meter": pa.array([f"k{t % 3}" for t in ts_s]),
+                          "value": pa.array([float(t) for t in ts_s]),
+                          "kind": pa.array(["ok"] * n),
+                          "pos": pa.array(range(pos, pos + n), pa.int64()),
+                          "eof": pa.array([False] * n)})
+        os.makedirs(os.path.join(root, input_dir), exist_ok=True)
+        path = os.path.join(root, input_dir, name)
+        pq.write_table(table, path)
+        os.utime(path, (stamp, stamp))
+
+    part(range(0, 50), 0, "in0", "part-a.parquet", 1_700_000_000)
+    part(range(10, 20), 50, "in0", "part-b.parquet", 1_700_000_010)
+    part(range(0, 60), 0, "in1", "part-a.parquet", 1_700_000_000)
+    for j, (ts, pos) in enumerate([(19, 60), (59, 60)]):
+        end = pa.table({"ts": [ts * 1000], "meter": ["k0"], "value": [0.0], "kind": ["ok"],
+                        "pos": pa.array([pos], pa.int64()), "eof": [True]})
+        path = os.path.join(root, f"in{j}", "part-z.parquet")
+        pq.write_table(end, path)
+        os.utime(path, (1_700_000_100, 1_700_000_100))
+
+
+def going_back_query(spark: Any, root: str, max_files: int, policy: str) -> Any:
+    configure(spark)
+    schema = spark.read.parquet(os.path.join(root, "in0")).schema
+    inputs = [spark.readStream.schema(schema).option("maxFilesPerTrigger", max_files)
+              .parquet(os.path.join(root, f"in{j}")) for j in range(2)]
+    return (ordered(inputs, sequence="pos", keys=["meter"], end_of_input="eof",
+                    out_of_order=policy).window("10 seconds").agg("count(*) as n"))
+
+
+@pytest.mark.parametrize("max_files", [1, 10])
+def test_an_input_going_back_along_its_sequence_fails_in_every_batching(
+        spark: Any, tmp_path: Any, max_files: int) -> None:
+    """Whether part-b arrives before or after the windows it falls in are released."""
+    root = str(tmp_path / "in")
+    write_going_back(root)
+    started = (going_back_query(spark, root, max_files, "fail").writeStream.format("parquet")
+               .option("path", str(tmp_path / "out"))
+               .option("checkpointLocation", str(tmp_path / "ck"))
+               .trigger(availableNow=True).start())
+    with pytest.raises(Exception) as failure:
+        started.awaitTermination(timeout=300)
+    first = str(failure.value).strip().splitlines()[0]
+    assert ("InputError: ordered(): input 0 is out of order along 'pos': pos 50 has ts 10000 "
+            "after ts 49000 earlier in the input") in first, first
+    assert "Traceback" not in first
+
+
+def test_an_input_going_back_along_its_sequence_drops_the_same_rows_in_every_batching(
+        spark: Any, tmp_path: Any) -> None:
+    root = str(tmp_path / "in")
+    write_going_back(root)
+    results = []
+    for max_files in (1, 10):
+        batches: list[tuple[int, list[dict[str, Any]]]] = []
+
+        def collect(df: Any, batch_id: int, into: list[Any] = batches) -> None:
+            into.append((batch_id, [r.asDict() for r in df.collect()]))
+
+        started = (going_back_query(spark, root, max_files, "drop").writeStream
+                   .foreachBatch(collect)
+                   .option("checkpointLocation", str(tmp_path / f"ck{max_files}"))
+                   .trigger(availableNow=True).start())
+        started.awaitTermination(timeout=300)
+        assert started.exception() is None
+        results.append(sorted(((r["window_start"], r["meter"], r["n"]) for _, b in batches
+                               for r in b)))
+    assert results[0] == results[1]
+    # part-b's ten rows are dropped: window [10 s, 20 s) holds input 0's part-a rows and input 1's
+    assert sum(n for start, _, n in results[0] if start == 10_000) == 20
 
 
 def driver_main(root: str, checkpoint: str, out: str) -> None:

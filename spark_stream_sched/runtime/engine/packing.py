@@ -7,12 +7,14 @@ the tuples; pandas also turns a nullable ``long`` into ``float64`` (not exact ab
 loop and the frame building were about half of the Python workers' time.
 
 So :func:`spark_stream_sched.spark.ordered` does not hand the operator rows. A
-``mapInArrow`` stage before it (:func:`pack`) cuts each Arrow batch of input rows by partition
-group (the runtime's stable key hash) and sends each group's rows as one Arrow IPC stream in a
-``binary`` column; the operator receives a few such rows per group and micro-batch. Its results
-leave the same way (one blob per call, :func:`results_frame`) and a ``mapInArrow`` stage after
-it (:func:`unpack`) turns them back into rows of the declared schema. Arrow IPC is exact for
-every type: int64 above 2**53, nulls, NaN, timestamps.
+``mapInArrow`` stage before it (:func:`pack`) takes one input's rows of a micro-batch (each input
+is one Spark partition there), marks each row with the largest event time before it along the
+sequence (:mod:`~.sequence_order`), cuts them by partition group (the runtime's stable key hash)
+and sends each group's rows as one Arrow IPC stream in a ``binary`` column, and the input's
+order summary to every group; the operator receives a few such rows per group and micro-batch.
+Its results leave the same way (one blob per call, :func:`results_frame`) and a ``mapInArrow``
+stage after it (:func:`unpack`) turns them back into rows of the declared schema. Arrow IPC is
+exact for every type: int64 above 2**53, nulls, NaN, timestamps.
 
 Everything here is pure PyArrow (no pyspark import): the functions run inside Spark's Python
 workers (``mapInArrow``) and are tested on their own.
@@ -27,10 +29,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime.distribution.groups import group_of_rows, split_by_group
+from spark_stream_sched.runtime.engine.sequence_order import (
+    SUMMARY_SCHEMA,
+    order_marks,
+    summaries_table,
+)
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 
-#: Columns of the packed rows: the partition group and its rows (Arrow IPC stream bytes).
-GROUP, ROWS = "_sss_group", "_sss_rows"
+#: Columns of the packed rows: the partition group, its rows (Arrow IPC stream bytes) or an
+#: input's order summary for the batch (:mod:`~.sequence_order`; every group gets each one).
+GROUP, ROWS, ORDER = "_sss_group", "_sss_rows", "_sss_order"
 #: Column of the operator's output rows: one Arrow IPC stream of results per call.
 RESULTS = "_sss_results"
 
@@ -82,40 +90,58 @@ def pending_from_ipc(data: bytes | pa.Buffer, sequence_column: str) -> pa.Table:
 
 
 def pack(batches: Iterable[pa.RecordBatch], payload: pa.Schema, keys: Sequence[str],
-         n_groups: int, input_column: str, end_column: str) -> Iterator[pa.RecordBatch]:
-    """Per input batch, one ``(rows, group)`` row per partition group it has rows of.
+         n_groups: int, input_column: str, end_column: str, timestamp: str,
+         sequence: str) -> Iterator[pa.RecordBatch]:
+    """One Spark partition of input rows as ``(rows, order, group)`` rows (module doc).
 
-    ``batches`` hold the ``payload`` columns, the input id and the end-of-input flag (by name).
-    Rows flagged as end of input are markers, not data, and are dropped here (after Spark's
-    watermark saw them). ``rows`` holds the group's rows as ``payload`` + ``__input`` (int32),
-    in their order within the batch.
+    ``batches`` hold the ``payload`` columns, the input id and the end-of-input flag (by name),
+    and *every* row of the micro-batch of each input they hold rows of. Rows flagged as end of
+    input are markers, not data, and are dropped here (after Spark's watermark saw them).
+    ``rows`` holds a group's rows as ``payload`` + ``__input`` (int32) + ``__before`` (the
+    largest earlier event time of their input along ``sequence``), in their order;
+    ``order``, sent to each of the ``n_groups`` groups, the partition's per-input summaries.
     """
     names = payload.names
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        data = batch.filter(pc.invert(batch.column(end_column))) if (
-            batch.column(end_column).true_count) else batch
-        if data.num_rows == 0:
-            continue
-        rows = pa.Table.from_arrays(
-            [data.column(n).cast(payload.field(n).type) for n in names]
-            + [data.column(input_column).cast(pa.int32())], names=[*names, INPUT_COL])
-        parts = split_by_group(rows, group_of_rows(rows, keys, n_groups))
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([to_ipc(t) for _, t in parts], pa.binary()),
-             pa.array([g for g, _ in parts], pa.int32())], names=[ROWS, GROUP])
-
-
-def unpack_frames(frames: Iterable[pd.DataFrame], schema: pa.Schema) -> pa.Table:
-    """The rows of one group's packed frames (the operator's input) as one table of ``schema``.
-
-    The blobs are the frames' first column (Spark may add the grouping column after it).
-    """
-    tables = [from_ipc(blob) for frame in frames for blob in frame.iloc[:, 0]]
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not tables:
-        return schema.empty_table()
-    return pa.concat_tables(tables)
+        return
+    batch = pa.concat_tables(tables)
+    ends = batch.column(end_column)
+    data = batch.filter(pc.invert(ends)) if pc.any(ends).as_py() else batch
+    if data.num_rows == 0:
+        return
+    rows = pa.Table.from_arrays(
+        [data.column(n).cast(payload.field(n).type) for n in names]
+        + [data.column(input_column).cast(pa.int32())], names=[*names, INPUT_COL])
+    marked, summaries = order_marks(rows, timestamp, sequence)
+    parts = split_by_group(marked, group_of_rows(marked, keys, n_groups))
+    order = to_ipc(summaries_table(summaries))
+    blobs = [to_ipc(t) for _, t in parts]
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(blobs + [None] * n_groups, pa.binary()),
+         pa.array([None] * len(parts) + [order] * n_groups, pa.binary()),
+         pa.array([g for g, _ in parts] + list(range(n_groups)), pa.int32())],
+        names=[ROWS, ORDER, GROUP])
+
+
+def unpack_frames(frames: Iterable[pd.DataFrame], schema: pa.Schema
+                  ) -> tuple[pa.Table, pa.Table]:
+    """One group's packed frames (the operator's input): its rows (``schema``) and summaries.
+
+    The frames' first two columns are :data:`ROWS` and :data:`ORDER`, in :func:`pack`'s order
+    (Spark does not keep their names in the frames; it may add the grouping column after them).
+    """
+    blobs = [(rows, order) for frame in frames
+             for rows, order in zip(frame.iloc[:, 0], frame.iloc[:, 1], strict=True)]
+    tables = [from_ipc(b) for b, _ in blobs if _present(b)]
+    orders = [from_ipc(o) for _, o in blobs if _present(o)]
+    return (pa.concat_tables(tables) if tables else schema.empty_table(),
+            pa.concat_tables(orders) if orders else SUMMARY_SCHEMA.empty_table())
+
+
+def _present(blob: object) -> bool:
+    """A blob of a nullable binary column in a pandas frame: bytes, or None/NaN for null."""
+    return isinstance(blob, bytes | bytearray | memoryview)
 
 
 def results_frame(table: pa.Table) -> pd.DataFrame:

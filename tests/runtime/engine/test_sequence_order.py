@@ -1,0 +1,114 @@
+"""The order check along each input's sequence: one verdict per row, whatever the batching.
+
+The pieces run as ``ordered()`` runs them: each micro-batch's rows of one input are marked
+together (:func:`order_marks`, in ``pack``), scattered over partition groups, checked in each
+group against what the group has seen (:func:`sequence_check`), and every group folds every
+summary (:func:`seen_after`). The rows kept over all groups must be those of the reference: a
+row is out of order iff its ts is below the largest ts of an earlier row of its input (batch
+order, then sequence order), the sink's rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_stream_sched.errors import InputError
+from spark_stream_sched.runtime.engine.sequence_order import (
+    NOTHING_SEEN,
+    order_marks,
+    seen_after,
+    sequence_check,
+    summaries_table,
+)
+from spark_stream_sched.runtime.packets import INPUT_COL
+
+N_INPUTS = 3
+
+
+def reference_kept(batches: list[list[dict[str, Any]]]) -> set[tuple[int, int]]:
+    """(input, seq) of the rows in order: each input's rows in batch, then sequence, order."""
+    kept, newest = set(), [NOTHING_SEEN] * N_INPUTS
+    for batch in batches:
+        for row in sorted(batch, key=lambda r: (r[INPUT_COL], r["seq"])):
+            j = row[INPUT_COL]
+            if row["ts"] >= newest[j]:
+                kept.add((j, row["seq"]))
+            newest[j] = max(newest[j], row["ts"])
+    return kept
+
+
+def run(batches: list[list[dict[str, Any]]], groups: list[list[int]], n_groups: int,
+        policy: str) -> set[tuple[int, int]]:
+    """The rows kept when each batch's rows go to the given groups (as ordered() runs)."""
+    seen = [np.full(N_INPUTS, NOTHING_SEEN, np.int64) for _ in range(n_groups)]
+    kept: set[tuple[int, int]] = set()
+    for batch, group_of in zip(batches, groups, strict=True):
+        if not batch:
+            continue
+        table = pa.Table.from_pylist(batch, schema=pa.schema(
+            [("ts", pa.int64()), ("seq", pa.int64()), (INPUT_COL, pa.int32())]))
+        summaries = []
+        marked_parts = []
+        for j in range(N_INPUTS):  # each input's rows of the batch in one partition
+            mine = table.filter(pa.array([r[INPUT_COL] == j for r in batch]))
+            if mine.num_rows:
+                marked, summary = order_marks(mine, "ts", "seq")
+                marked_parts.append((marked, [g for g, r in zip(group_of, batch, strict=True)
+                                              if r[INPUT_COL] == j]))
+                summaries += summary
+        for g in range(n_groups):
+            rows = [m.filter(pa.array([x == g for x in owners])) for m, owners in marked_parts]
+            rows = [r for r in rows if r.num_rows]
+            if rows:
+                out = sequence_check(pa.concat_tables(rows), seen[g], "ts", "seq", policy)
+                kept |= set(zip(out.column(INPUT_COL).to_pylist(),
+                                out.column("seq").to_pylist(), strict=True))
+            seen[g] = seen_after(seen[g], summaries_table(summaries))
+    return kept
+
+
+def stream(data: st.DataObject) -> tuple[list[list[dict[str, Any]]], list[list[int]], int]:
+    """Random inputs (mostly in order, some rows going back), cut into random micro-batches."""
+    rows, next_seq = [], [0] * N_INPUTS
+    for _ in range(data.draw(st.integers(0, 60))):
+        j = data.draw(st.integers(0, N_INPUTS - 1))
+        ts = data.draw(st.integers(0, 40))
+        rows.append({"ts": ts, "seq": next_seq[j], INPUT_COL: j})
+        next_seq[j] += 1
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=5)))
+    batches = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    batches = [data.draw(st.permutations(b)) if b else b for b in batches]  # no order inside
+    n_groups = data.draw(st.integers(1, 4))
+    groups = [[data.draw(st.integers(0, n_groups - 1)) for _ in b] for b in batches]
+    return batches, groups, n_groups
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_drop_keeps_the_references_rows_for_any_batching_and_grouping(data: st.DataObject) -> None:
+    batches, groups, n_groups = stream(data)
+    assert run(batches, groups, n_groups, "drop") == reference_kept(batches)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_fail_fails_exactly_when_the_reference_drops_a_row(data: st.DataObject) -> None:
+    batches, groups, n_groups = stream(data)
+    every = {(r[INPUT_COL], r["seq"]) for b in batches for r in b}
+    if reference_kept(batches) == every:
+        assert run(batches, groups, n_groups, "fail") == every
+    else:
+        with pytest.raises(InputError, match=r"ordered\(\): input \d is out of order along 'seq'"):
+            run(batches, groups, n_groups, "fail")
+
+
+def test_an_input_split_over_two_partitions_is_refused() -> None:
+    table = pa.table({"input": pa.array([0, 0], pa.int32()), "newest": pa.array([5, 7])})
+    with pytest.raises(Exception, match="several Spark partitions"):
+        seen_after(np.full(N_INPUTS, NOTHING_SEEN, np.int64), table)

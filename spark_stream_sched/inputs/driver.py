@@ -42,7 +42,7 @@ from collections.abc import Callable
 from spark_stream_sched.inputs import split
 from spark_stream_sched.inputs.admission import admit
 from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
-from spark_stream_sched.inputs.listing import list_files
+from spark_stream_sched.inputs.listing import empty_glob_error, is_glob, list_files
 from spark_stream_sched.inputs.manifest import FileManifest
 from spark_stream_sched.inputs.offsets import Offset, version_id
 from spark_stream_sched.inputs.plan import (
@@ -140,16 +140,37 @@ check_token`).
                         "windows at the end of this run")
         self.report_empty()
 
+    @property
+    def finishing(self) -> bool:
+        """Whether an input is finished once its listed rows are consumed (``endOfInput``)."""
+        c = self.plan.config
+        return c.end_of_input == "exhausted" or (
+            c.end_of_input == "availableNow" and self.frozen is not None)
+
     def report_empty(self) -> None:
-        """Warn once per driver process about inputs that hold no file."""
+        """Warn once per driver process about inputs that hold no file.
+
+        Raises
+        ------
+        InputError
+            A glob input that matches no file where ``endOfInput`` finishes it now: files added
+            later would be ignored for the life of the query (:func:`~.listing.\
+empty_glob_error`).
+        """
         if self._empty_reported:
             return
-        self._empty_reported = True
+        c = self.plan.config
         for j, manifest in enumerate(self.manifests):
-            if not manifest.admitted:
-                log.warning("%s", empty_input_message(j, manifest.input_path,
-                                                      self.plan.config.end_of_input,
-                                                      self.frozen is not None))
+            path = manifest.input_path
+            if manifest.admitted:
+                continue
+            if self.finishing and is_glob(path) and not list_files(path):
+                raise empty_glob_error(path, f"endOfInput={c.end_of_input} would count input "
+                                             f"{j} as finished and empty at once (files added "
+                                             f"later are ignored)")
+            log.warning("%s", empty_input_message(j, path, c.end_of_input,
+                                                  self.frozen is not None))
+        self._empty_reported = True
 
     def files(self, input_id: int) -> list[str]:
         """The manifest's files of one input (up to the frozen length under AvailableNow)."""
@@ -171,9 +192,7 @@ check_token`).
         for manifest, names, cursor in zip(self.manifests, files, offset.cursors, strict=True):
             if not cursor.finished:  # admitted files must not change from the cursor on
                 manifest.check_unchanged(files_from(names, cursor.file))
-        finish = c.end_of_input == "exhausted" or (
-            c.end_of_input == "availableNow" and self.frozen is not None)
-        cursors = admit(self.plan, offset.cursors, files, budget, finish, self._ts_cache)
+        cursors = admit(self.plan, offset.cursors, files, budget, self.finishing, self._ts_cache)
         if c.idle_timeout_ms is not None:
             cursors = mark_idle(offset.cursors, cursors, self._quiet_since, self.clock(),
                                 c.idle_timeout_ms)

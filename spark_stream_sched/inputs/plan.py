@@ -137,9 +137,9 @@ def empty_input_message(input_id: int, path: str, end_of_input: str,
                    "quiet input stops holding the others back")
 
 
-def files_from(files: list[str], first: str | None) -> list[str]:
-    """Files from ``first`` (the file a cursor is in; the beginning when None) onward."""
-    return files[files.index(first):] if first in files else list(files)
+def files_after(files: list[str], current: str | None) -> list[str]:
+    """Files after ``current`` (the file a cursor is in; all of them when None)."""
+    return files[files.index(current) + 1:] if current in files else list(files)
 
 
 def files_between(files: list[str], first: str | None, last: str | None) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ each shape is read, or fails naming the file and the fix.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_stream_sched.cli import main
-from spark_stream_sched.errors import InputError
+from spark_stream_sched.errors import InputError, StateError
 from spark_stream_sched.spark.datasource import OrderedAggDataSource
 
 from .test_reader import make_reader, run_batches
@@ -95,3 +96,121 @@ def test_a_glob_matching_nothing_fails_where_the_input_is_finished(tmp_path: Pat
     # a stream that may still receive files waits for them, as before
     reader = make_reader(options(inputs, tmp_path / "state2", endOfInput="never"))
     assert counted(run_batches(reader, available_now=False)) == 0  # no window closed yet
+
+
+# -- files that change after they are listed --------------------------------------------------
+
+
+def run_from(reader: Any, start: Any, limit: Any = None) -> tuple[Any, int]:
+    """Run batches from ``start`` until the offset stops moving: (last offset, rows counted)."""
+    total = 0
+    while (end := reader.latestOffset(start, limit or reader.getDefaultReadLimit())) != start:
+        total += sum(r["n"] for p in reader.partitions(start, end) for b in reader.read(p)
+                     for r in b.to_pylist())
+        reader.commit(end)
+        start = end
+    return start, total
+
+
+def first_run(tmp_path: Path, **extra: Any) -> tuple[dict[str, str], Any, int]:
+    """An AvailableNow run with endOfInput=never over ``in``: options, last offset, rows."""
+    opts = options(str(tmp_path / "in"), tmp_path / "state", endOfInput="never",
+                   maxRecordsPerTrigger=150, **extra)
+    reader = make_reader(opts)
+    reader.prepareForTriggerAvailableNow()
+    end, total = run_from(reader, reader.initialOffset())
+    reader.stop()
+    return opts, end, total
+
+
+def restart(opts: dict[str, str], **extra: str) -> Any:
+    reader = make_reader({**opts, "endOfInput": "availableNow", **extra})
+    reader.prepareForTriggerAvailableNow()
+    return reader
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> Path:
+    (tmp_path / "in").mkdir()
+    return tmp_path / "in"
+
+
+def test_a_zero_byte_file_filled_after_a_later_file_was_read_is_a_late_file(
+        tmp_path: Path, parts: Path) -> None:
+    pq.write_table(rows(0, 200), parts / "part-000.parquet")
+    (parts / "part-001.parquet").write_bytes(b"")  # a writer opened its final path
+    pq.write_table(rows(400, 200), parts / "part-002.parquet")
+    opts, end, _ = first_run(tmp_path)
+    pq.write_table(rows(200, 200), parts / "part-001.parquet")
+    reader = restart(opts)
+    with pytest.raises(InputError, match=rf"^input 0 \('{parts}'\): file "
+                                         rf"'{parts}/part-001.parquet' appeared after"):
+        run_from(reader, end)
+    skipping = restart(opts, lateFiles="skip")  # or logged and counted, never read in silence
+    assert run_from(skipping, end)[1] == 400
+    assert skipping.driver.manifests[0].skipped_count == 1
+
+
+def test_a_zero_byte_last_file_is_read_once_it_is_written(tmp_path: Path, parts: Path) -> None:
+    pq.write_table(rows(0, 200), parts / "part-000.parquet")
+    (parts / "part-001.parquet").write_bytes(b"")
+    opts, end, _ = first_run(tmp_path)
+    pq.write_table(rows(200, 200), parts / "part-001.parquet")
+    assert run_from(restart(opts), end)[1] == 400
+
+
+def test_a_file_read_from_must_not_change_its_modification_time(tmp_path: Path,
+                                                                parts: Path) -> None:
+    pq.write_table(rows(0, 200), parts / "part-000.parquet")
+    opts, end, _ = first_run(tmp_path)
+    stat = (parts / "part-000.parquet").stat()
+    os.utime(parts / "part-000.parquet", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    with pytest.raises(InputError, match=rf"^input 0 file '{parts}/part-000.parquet' was "
+                                         rf"modified after the source admitted it"):
+        run_from(restart(opts), end)
+
+
+def half_written(path: Path, table: pa.Table) -> bytes:
+    """Leave the first half of ``table``'s Parquet bytes at ``path``; return the whole."""
+    pq.write_table(table, path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    return whole
+
+
+@pytest.mark.parametrize("fix", ["complete", "replace", "remove"])
+def test_a_half_written_parquet_file_can_be_fixed(tmp_path: Path, parts: Path,
+                                                  fix: str) -> None:
+    pq.write_table(rows(0, 200), parts / "part-000.parquet")
+    opts, end, counted_before = first_run(tmp_path)
+    late = parts / "part-001.parquet"
+    whole = half_written(late, rows(200, 200))
+    with pytest.raises(InputError,
+                       match=rf"^input 0 \({parts}\): cannot read parquet file '{late}'"):
+        run_from(restart(opts), end)
+    if fix == "complete":
+        late.write_bytes(whole)
+    elif fix == "replace":
+        pq.write_table(rows(200, 50), late)
+    else:
+        late.unlink()
+    expected = {"complete": 400, "replace": 250, "remove": 200}[fix]
+    assert counted_before + run_from(restart(opts), end)[1] == expected
+
+
+def test_an_offset_of_swapped_inputs_is_refused_as_foreign(tmp_path: Path) -> None:
+    for name, start in (("a", 0), ("b", 100)):
+        (tmp_path / name).mkdir()
+        pq.write_table(rows(start, 100), tmp_path / name / "part-0.parquet")
+    opts = options(f"{tmp_path / 'a'},{tmp_path / 'b'}", tmp_path / "state",
+                   endOfInput="never")
+    reader = make_reader(opts)
+    initial = reader.initialOffset()
+    end, _ = run_from(reader, initial)
+    swapped = {**end, "inputs": end["inputs"][::-1]}
+    with pytest.raises(StateError, match=rf"^the offset's cursor of input 0 \({tmp_path / 'a'}\)"
+                                         rf" is in '{tmp_path / 'b'}/part-0.parquet', a file of "
+                                         rf"input 1 .*: the offset does not belong to these"):
+        reader.latestOffset(swapped, ReadAllAvailable())
+    with pytest.raises(StateError, match="the offset does not belong to these inputs"):
+        reader.partitions(initial, swapped)  # a replay of the tampered batch

@@ -214,3 +214,16 @@ def test_an_offset_of_swapped_inputs_is_refused_as_foreign(tmp_path: Path) -> No
         reader.latestOffset(swapped, ReadAllAvailable())
     with pytest.raises(StateError, match="the offset does not belong to these inputs"):
         reader.partitions(initial, swapped)  # a replay of the tampered batch
+
+
+def test_a_uint64_event_time_past_int64_is_refused_naming_input_file_row_and_value(
+        tmp_path: Path, parts: Path, capsys) -> None:
+    table = rows(0, 3)
+    table = table.set_column(0, "ts", pa.array([2**64 - 1, 1000, 2000], pa.uint64()))
+    pq.write_table(table, parts / "part-0.parquet")  # its first row would wrap to -1 ms
+    with pytest.raises(InputError, match=rf"^input 0 .*file '{parts}/part-0.parquet'.*event time "
+                                         rf"{2**64 - 1} ms in column 'ts' at row 0 is outside"):
+        run_batches(make_reader(options(str(parts), tmp_path / "state")))
+    assert main(["aggregate", "--input", str(parts), "--window", "1h", "--agg", "count(*) as n",
+                 "--out", str(tmp_path / "o.parquet")]) == 2
+    assert f"event time {2**64 - 1} ms in column 'ts' at row 0" in capsys.readouterr().err

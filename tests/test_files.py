@@ -5,6 +5,7 @@ All through the one input layer, :mod:`spark_stream_sched.inputs`.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -130,3 +131,15 @@ def test_missing_and_empty_inputs(tmp_path: Path) -> None:
 def test_jsonl_refuses_nan(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="NaN"):
         write_input(pa.table({"v": [1.0, float("nan")]}), tmp_path, "jsonl")
+
+
+def test_csv_nan_is_not_a_number_as_in_spark(tmp_path: Path) -> None:
+    """Spark's CSV reader takes ``NaN`` (its ``nanValue``) for not-a-number, not for null."""
+    (tmp_path / "part-0.csv").write_text("ts,v\n1,1.5\n2,NaN\n3,\n4,Infinity\n5,nan\n")
+    values = read_input(tmp_path, "csv").column("v").to_pylist()
+    # Spark: "" is null, and "nan" does not parse as a double (null in its default mode)
+    assert [repr(v) for v in values] == ["1.5", "nan", "None", "inf", "None"]
+    table = pa.table({"ts": [1, 2, 3, 4], "v": [math.nan, math.inf, -math.inf, None]})
+    write_input(table, tmp_path / "out", "csv")
+    back = read_input(tmp_path / "out", "csv").column("v").to_pylist()
+    assert [repr(v) for v in back] == ["nan", "inf", "-inf", "None"]

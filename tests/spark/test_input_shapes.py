@@ -227,3 +227,22 @@ def test_a_uint64_event_time_past_int64_is_refused_naming_input_file_row_and_val
     assert main(["aggregate", "--input", str(parts), "--window", "1h", "--agg", "count(*) as n",
                  "--out", str(tmp_path / "o.parquet")]) == 2
     assert f"event time {2**64 - 1} ms in column 'ts' at row 0" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_csv_values_read_as_spark_reads_them(spark: Any, tmp_path: Path) -> None:
+    """NaN, the infinities and nulls: the input layer and Spark's CSV reader agree."""
+    from spark_stream_sched.inputs import read_input, write_input
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-0.csv").write_text(
+        "ts,v\n1,1.5\n2,NaN\n3,\n4,Infinity\n5,-Infinity\n6,nan\n7,Inf\n")
+    table = pa.table({"ts": [8, 9, 10], "v": [float("nan"), float("inf"), None]})
+    write_input(table, tmp_path / "in" / "w", "csv")  # the writer's text, read by both
+    ours = [repr(v) for path in (tmp_path / "in", tmp_path / "in" / "w")
+            for v in read_input(path, "csv", schema=pa.schema(
+                [("ts", pa.int64()), ("v", pa.float64())])).column("v").to_pylist()]
+    theirs = [repr(r["v"]) for path in (tmp_path / "in", tmp_path / "in" / "w")
+              for r in spark.read.schema("ts long, v double").option("header", True)
+              .csv(str(path)).orderBy("ts").collect()]
+    assert ours == theirs

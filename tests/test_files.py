@@ -143,3 +143,30 @@ def test_csv_nan_is_not_a_number_as_in_spark(tmp_path: Path) -> None:
     write_input(table, tmp_path / "out", "csv")
     back = read_input(tmp_path / "out", "csv").column("v").to_pylist()
     assert [repr(v) for v in back] == ["nan", "inf", "-inf", "None"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_later_value_of_another_type_says_to_declare_the_schema(tmp_path: Path,
+                                                                   fmt: str) -> None:
+    """Whole numbers in the first file type the column int64; a later 2.5 does not fit it."""
+    first = {"csv": "ts,v\n1,1\n", "jsonl": '{"ts": 1, "v": 1}\n'}[fmt]
+    later = {"csv": "ts,v\n2,2.5\n", "jsonl": '{"ts": 2, "v": 2.5}\n'}[fmt]
+    (tmp_path / f"part-0.{fmt}").write_text(first)
+    (tmp_path / f"part-1.{fmt}").write_text(later)
+    with pytest.raises(InputError, match=rf"^file '.*part-1\.{fmt}': column 'v' holds double "
+                                         rf"values where the input schema has int64; .*declare "
+                                         rf"the schema \(option schema, e\.g\. 'v double, "):
+        read_input(tmp_path, fmt)
+
+
+def test_a_parquet_column_of_another_kind_names_the_column_and_both_types(
+        tmp_path: Path) -> None:
+    write_input(pa.table({"ts": [1], "v": [1]}), tmp_path / "a", "parquet")
+    (tmp_path / "a" / "part-00000.parquet").rename(tmp_path / "a" / "part-0.parquet")
+    write_input(pa.table({"ts": [2], "v": [2.5]}), tmp_path / "a", "parquet")
+    with pytest.raises(InputError) as caught:
+        read_input(tmp_path / "a", "parquet")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"file '{tmp_path / 'a' / 'part-00000.parquet'}': column 'v' "
+                              f"holds double values where the input schema has int64; ")

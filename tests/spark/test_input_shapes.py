@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_stream_sched.cli import main
 from spark_stream_sched.errors import InputError, StateError
+from spark_stream_sched.runtime.state.input_schema import read_input_schema
 from spark_stream_sched.spark.datasource import OrderedAggDataSource
 
 from .test_reader import make_reader, run_batches
@@ -246,3 +247,32 @@ def test_csv_values_read_as_spark_reads_them(spark: Any, tmp_path: Path) -> None
               for r in spark.read.schema("ts long, v double").option("header", True)
               .csv(str(path)).orderBy("ts").collect()]
     assert ours == theirs
+
+
+# -- the input schema of the first start ------------------------------------------------------
+
+
+def jsonl(path: Path, start: int, values: list[str]) -> None:
+    path.write_text("".join(f'{{"ts": {(start + i) * 1000}, "meter": 1, "value": {v}}}\n'
+                            for i, v in enumerate(values)))
+
+
+def test_a_restart_reads_with_the_schema_of_the_first_start(tmp_path: Path,
+                                                            parts: Path) -> None:
+    """Consumed files deleted, the next first file has whole numbers: value stays double."""
+    jsonl(parts / "part-000.jsonl", 0, ["1.5"] * 10)
+    jsonl(parts / "part-001.jsonl", 10, ["2"] * 10)
+    opts = options(str(parts), tmp_path / "state", format="json", endOfInput="never",
+                   aggregates="count(*) as n, sum(value) as total")
+    reader = make_reader(opts)
+    end, _ = run_from(reader, reader.initialOffset())
+    reader.stop()
+    (parts / "part-000.jsonl").unlink()  # consumed: the cursor is in part-001
+    jsonl(parts / "part-002.jsonl", 20, ["14.25"] * 10)
+    restarted = restart(opts)
+    last = restarted.latestOffset(end, ReadAllAvailable())
+    out = [r for p in restarted.partitions(end, last) for b in restarted.read(p)
+           for r in b.to_pylist()]
+    assert out == [{"window_start": 0, "window_end": 3_600_000, "meter": 1, "n": 30,
+                    "total": 10 * 1.5 + 10 * 2 + 10 * 14.25}]
+    assert read_input_schema(opts["stateLocation"]).field("value").type == pa.float64()

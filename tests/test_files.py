@@ -5,6 +5,7 @@ All through the one input layer, :mod:`spark_stream_sched.inputs`.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -130,3 +131,42 @@ def test_missing_and_empty_inputs(tmp_path: Path) -> None:
 def test_jsonl_refuses_nan(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="NaN"):
         write_input(pa.table({"v": [1.0, float("nan")]}), tmp_path, "jsonl")
+
+
+def test_csv_nan_is_not_a_number_as_in_spark(tmp_path: Path) -> None:
+    """Spark's CSV reader takes ``NaN`` (its ``nanValue``) for not-a-number, not for null."""
+    (tmp_path / "part-0.csv").write_text("ts,v\n1,1.5\n2,NaN\n3,\n4,Infinity\n5,nan\n")
+    values = read_input(tmp_path, "csv").column("v").to_pylist()
+    # Spark: "" is null, and "nan" does not parse as a double (null in its default mode)
+    assert [repr(v) for v in values] == ["1.5", "nan", "None", "inf", "None"]
+    table = pa.table({"ts": [1, 2, 3, 4], "v": [math.nan, math.inf, -math.inf, None]})
+    write_input(table, tmp_path / "out", "csv")
+    back = read_input(tmp_path / "out", "csv").column("v").to_pylist()
+    assert [repr(v) for v in back] == ["nan", "inf", "-inf", "None"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_later_value_of_another_type_says_to_declare_the_schema(tmp_path: Path,
+                                                                   fmt: str) -> None:
+    """Whole numbers in the first file type the column int64; a later 2.5 does not fit it."""
+    first = {"csv": "ts,v\n1,1\n", "jsonl": '{"ts": 1, "v": 1}\n'}[fmt]
+    later = {"csv": "ts,v\n2,2.5\n", "jsonl": '{"ts": 2, "v": 2.5}\n'}[fmt]
+    (tmp_path / f"part-0.{fmt}").write_text(first)
+    (tmp_path / f"part-1.{fmt}").write_text(later)
+    with pytest.raises(InputError, match=rf"^file '.*part-1\.{fmt}': column 'v' holds double "
+                                         rf"values where the input schema has int64; .*declare "
+                                         rf"the schema \(option schema, e\.g\. 'v double, "):
+        read_input(tmp_path, fmt)
+
+
+def test_a_parquet_column_of_another_kind_names_the_column_and_both_types(
+        tmp_path: Path) -> None:
+    write_input(pa.table({"ts": [1], "v": [1]}), tmp_path / "a", "parquet")
+    (tmp_path / "a" / "part-00000.parquet").rename(tmp_path / "a" / "part-0.parquet")
+    write_input(pa.table({"ts": [2], "v": [2.5]}), tmp_path / "a", "parquet")
+    with pytest.raises(InputError) as caught:
+        read_input(tmp_path / "a", "parquet")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"file '{tmp_path / 'a' / 'part-00000.parquet'}': column 'v' "
+                              f"holds double values where the input schema has int64; ")

@@ -38,7 +38,7 @@ from spark_stream_sched.inputs import (
     about_input,
     canonical_format,
     count_rows,
-    list_files,
+    list_finished_files,
     locate,
     read_file_rows,
     read_inputs,
@@ -380,7 +380,7 @@ def _file_chunks(path: str, index: int, fmt: str, schema: pa.Schema,
     :func:`~spark_stream_sched.inputs.read_inputs` does (same errors, naming input and file).
     """
     with about_input(index, path):
-        for file in list_files(path):
+        for file in list_finished_files(path):
             for lo, hi in _row_ranges(file, canonical_format(fmt)):
                 part = read_file_rows(file, fmt, schema, lo, hi)
                 event_times(part, ts_column, f"file {file}", first_row=lo)

@@ -40,7 +40,7 @@ from spark_stream_sched.inputs.formats import (
     canonical_format,
     get_format,
 )
-from spark_stream_sched.inputs.listing import list_files
+from spark_stream_sched.inputs.listing import list_files, list_finished_files
 from spark_stream_sched.inputs.manifest import FileManifest, manifest_path, read_manifest
 from spark_stream_sched.inputs.naming import about_input, locate
 from spark_stream_sched.inputs.schema import resolve_schema
@@ -50,7 +50,8 @@ from spark_stream_sched.inputs.streams import Cursor, InputStream
 __all__ = [
     "FORMATS", "FORMAT_NAMES", "Cursor", "FileFormat", "FileManifest", "InputStream",
     "about_input", "advance", "available_rows", "canonical_format", "count_rows", "get_format",
-    "infer_schema", "list_files", "locate", "manifest_path", "peek_event_times", "read_between",
-    "read_file_rows", "read_input", "read_inputs", "read_manifest", "resolve_schema",
-    "time_aligned_shares", "warn_ignored_files", "write_input", "write_inputs",
+    "infer_schema", "list_files", "list_finished_files", "locate", "manifest_path",
+    "peek_event_times", "read_between", "read_file_rows", "read_input", "read_inputs",
+    "read_manifest", "resolve_schema", "time_aligned_shares", "warn_ignored_files",
+    "write_input", "write_inputs",
 ]

@@ -11,10 +11,11 @@ manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
   carries a new owner token, and every offset Spark hands back must carry the location's token
   (another query's is refused, before anything is planned or written);
 * :meth:`next_offset` -- ``latestOffset``: the per-task rows of the batch that ended at the
-  start offset go (it ran: Spark plans a batch only after the previous one), newly listed files
-  enter the manifests (late files by option ``lateFiles``), admitted files must not have
-  changed, each cursor advances by its share of the budget (:func:`~.admission.admit`), idle
-  inputs are marked in the offset (:func:`~.plan.mark_idle`);
+  start offset go (it ran: Spark plans a batch only after the previous one), the file each
+  cursor is in must not have changed while the files after it are taken as they are now
+  (:meth:`settle`), newly listed files enter the manifests (late files by option
+  ``lateFiles``), each cursor advances by its share of the budget (:func:`~.admission.admit`),
+  idle inputs are marked in the offset (:func:`~.plan.mark_idle`);
 * :meth:`next_offset_unprompted` -- ``latestOffset()`` of a Spark without admission control
   for Python sources (pyspark 4.0 and 4.1): Spark passes neither the start nor a limit, so the
   driver caps the offset it reports itself, from where Spark stands (:meth:`spark_reached`);
@@ -39,19 +40,21 @@ import logging
 import time
 from collections.abc import Callable
 
+from spark_stream_sched.errors import StateError
 from spark_stream_sched.inputs import split
 from spark_stream_sched.inputs.admission import admit
 from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
-from spark_stream_sched.inputs.listing import list_files
+from spark_stream_sched.inputs.listing import empty_glob_error, is_glob, list_files
 from spark_stream_sched.inputs.manifest import FileManifest
 from spark_stream_sched.inputs.offsets import Offset, version_id
 from spark_stream_sched.inputs.plan import (
     SourcePlan,
     empty_input_message,
+    files_after,
     files_between,
-    files_from,
     mark_idle,
 )
+from spark_stream_sched.inputs.streams import Cursor
 from spark_stream_sched.runtime.distribution import assignments
 from spark_stream_sched.runtime.state import batch_metrics, owner
 from spark_stream_sched.runtime.state.files import FileStateStore
@@ -140,16 +143,37 @@ check_token`).
                         "windows at the end of this run")
         self.report_empty()
 
+    @property
+    def finishing(self) -> bool:
+        """Whether an input is finished once its listed rows are consumed (``endOfInput``)."""
+        c = self.plan.config
+        return c.end_of_input == "exhausted" or (
+            c.end_of_input == "availableNow" and self.frozen is not None)
+
     def report_empty(self) -> None:
-        """Warn once per driver process about inputs that hold no file."""
+        """Warn once per driver process about inputs that hold no file.
+
+        Raises
+        ------
+        InputError
+            A glob input that matches no file where ``endOfInput`` finishes it now: files added
+            later would be ignored for the life of the query (:func:`~.listing.\
+empty_glob_error`).
+        """
         if self._empty_reported:
             return
-        self._empty_reported = True
+        c = self.plan.config
         for j, manifest in enumerate(self.manifests):
-            if not manifest.admitted:
-                log.warning("%s", empty_input_message(j, manifest.input_path,
-                                                      self.plan.config.end_of_input,
-                                                      self.frozen is not None))
+            path = manifest.input_path
+            if manifest.admitted:
+                continue
+            if self.finishing and is_glob(path) and not list_files(path):
+                raise empty_glob_error(path, f"endOfInput={c.end_of_input} would count input "
+                                             f"{j} as finished and empty at once (files added "
+                                             f"later are ignored)")
+            log.warning("%s", empty_input_message(j, path, c.end_of_input,
+                                                  self.frozen is not None))
+        self._empty_reported = True
 
     def files(self, input_id: int) -> list[str]:
         """The manifest's files of one input (up to the frozen length under AvailableNow)."""
@@ -164,22 +188,65 @@ check_token`).
         self.check_owner(offset)
         if offset != Offset.initial(c.n_inputs):  # the batch that ended there has run
             split.prune(c.state_location, version_id(offset))
+        for j, cursor in enumerate(offset.cursors):
+            self.settle(j, cursor)
         # Durable before the offset that refers to the files is returned (and logged by Spark).
         self.sync(c.late_files, admit_new=self.frozen is None)
         self.report_empty()
         files = [self.files(j) for j in range(c.n_inputs)]
-        for manifest, names, cursor in zip(self.manifests, files, offset.cursors, strict=True):
-            if not cursor.finished:  # admitted files must not change from the cursor on
-                manifest.check_unchanged(files_from(names, cursor.file))
-        finish = c.end_of_input == "exhausted" or (
-            c.end_of_input == "availableNow" and self.frozen is not None)
-        cursors = admit(self.plan, offset.cursors, files, budget, finish, self._ts_cache)
+        cursors = admit(self.plan, offset.cursors, files, budget, self.finishing, self._ts_cache)
         if c.idle_timeout_ms is not None:
             cursors = mark_idle(offset.cursors, cursors, self._quiet_since, self.clock(),
                                 c.idle_timeout_ms)
         for j, stream in enumerate(self.plan.streams):
             warn_ignored_files(stream, files[j], cursors[j])
         return Offset(cursors, self._token)
+
+    def settle(self, input_id: int, cursor: Cursor) -> None:
+        """Check the admitted files of an input against the start of the batch to plan.
+
+        The file ``cursor`` is in has been read from by a batch Spark logged: it must not have
+        changed (:meth:`~.manifest.FileManifest.check_unchanged`). The files after it are in no
+        logged offset yet, so one completed, replaced or removed since it was admitted is taken
+        as it is now (:meth:`~.manifest.FileManifest.refresh`): a fix of the file the query
+        stopped on lets it go on.
+        """
+        if cursor.finished or not self.check_cursor(input_id, cursor):
+            return
+        manifest, names = self.manifests[input_id], self.files(input_id)
+        if cursor.file is not None:
+            manifest.check_unchanged([cursor.file])
+        dropped = manifest.refresh(files_after(names, cursor.file))
+        if self.frozen is not None:
+            self.frozen[input_id] -= dropped
+
+    def check_cursor(self, input_id: int, cursor: Cursor) -> bool:
+        """Refuse a cursor in a file the input's manifest never admitted; False: nothing to check.
+
+        The file a cursor is in stays in the manifest (compaction folds only the files before
+        it), so such a cursor comes from another query's or another input's offset (inputs
+        reordered, an edited offset). False when the manifest is new: a location from before
+        manifests adopts the current listing (:meth:`sync`).
+
+        Raises
+        ------
+        StateError
+            Naming the input, the file, the input it belongs to if any, and what to do.
+        """
+        manifest = self.manifests[input_id]
+        if manifest.is_new:
+            return False
+        if cursor.file is None or manifest.holds(cursor.file):
+            return True
+        owners = [j for j, m in enumerate(self.manifests) if m.holds(cursor.file)]
+        whose = (f"a file of input {owners[0]} ({self.manifests[owners[0]].input_path})"
+                 if owners else "a file no input of this query admitted")
+        raise StateError(
+            f"the offset's cursor of input {input_id} ({manifest.input_path}) is in "
+            f"{cursor.file!r}, {whose}: the offset does not belong to these inputs (option "
+            f"inputs reordered or changed, or the checkpoint's offset edited) — restore option "
+            f"inputs and the checkpoint, or start the query with a new checkpointLocation and "
+            f"stateLocation")
 
     def spark_reached(self, offset: Offset) -> None:
         """Spark logged ``offset`` as the end of a batch (``partitions``), or stands there.
@@ -217,9 +284,11 @@ check_token`).
     def batch_files(self, first: Offset, last: Offset) -> tuple[tuple[tuple[str, ...], ...], int]:
         """Each input's files between the offsets, and the late files skipped so far."""
         self.check_owner(last, planned=True)
-        for manifest, cursor in zip(self.manifests, last.cursors, strict=True):
-            if cursor.file is not None and not manifest.entries:  # state from before manifests
+        for j, (manifest, cursor) in enumerate(zip(self.manifests, last.cursors, strict=True)):
+            if cursor.file is not None and manifest.is_new:  # state from before manifests
                 manifest.sync(list_files(manifest.input_path), "defer")
+            self.check_cursor(j, first.cursors[j])
+            self.check_cursor(j, cursor)
         files = tuple(files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
                       for j, m in enumerate(self.manifests))
         for manifest, batch_files in zip(self.manifests, files, strict=True):

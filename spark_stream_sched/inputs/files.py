@@ -34,7 +34,19 @@ def _read_whole(identity: tuple[str, int, int], fmt: str, schema: Any) -> Any:
     try:
         return get_format(fmt).read(path, schema)
     except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+        misfit = None if schema is None else _text_misfit(path, fmt, schema)
+        if misfit is not None:  # the file parses, but not as the schema's types
+            raise misfit from exc
         raise_unreadable(fmt, path, exc, _untyped_hint(schema))
+
+
+def _text_misfit(path: str, fmt: str, schema: Any) -> InputError | None:
+    """Why a text file that fails to parse as ``schema`` does: read with its own types."""
+    try:
+        own = get_format(fmt).read(path, None).schema
+    except (pa.ArrowException, OSError, ValueError, KeyError):
+        return None
+    return misfit(own, schema, path)
 
 
 def unreadable(fmt: str, path: str, exc: BaseException, hint: str = "") -> InputError:
@@ -121,23 +133,51 @@ def _widens(source: Any, target: Any) -> bool:
     return any(kind(source) and kind(target) for kind in kinds)
 
 
+#: Spark DDL names of the types a suggested ``schema`` option may name.
+_DDL_NAMES = {pa.int64(): "bigint", pa.int32(): "int", pa.float64(): "double",
+              pa.float32(): "float", pa.string(): "string", pa.bool_(): "boolean",
+              pa.date32(): "date", pa.timestamp("us", tz="UTC"): "timestamp"}
+_SCHEMA_IS = ("the input schema is option schema, else the one recorded in stateLocation at the "
+              "first start, else the types of the first file that holds a row")
+
+
+def misfit(own: Any, schema: Any, path: str) -> InputError | None:
+    """The error for a file whose own schema ``own`` does not fit ``schema``; None if it does.
+
+    Names the file, the first column that is missing or of another kind, both types and the
+    fix (declare option ``schema``), on one line.
+    """
+    for field in schema:
+        if field.name not in own.names:
+            return InputError(f"file {path!r} lacks column {field.name!r} of the input schema "
+                              f"({field.type}); {_SCHEMA_IS}: fix the file, or declare the "
+                              f"schema (option schema)")
+        found = own.field(field.name).type
+        if not _widens(found, field.type):
+            ddl = _DDL_NAMES.get(found)
+            example = f", e.g. '{field.name} {ddl}, ...'" if ddl else ""
+            return InputError(f"file {path!r}: column {field.name!r} holds {found} values where "
+                              f"the input schema has {field.type}; {_SCHEMA_IS}: declare the "
+                              f"schema (option schema{example}), or fix the file")
+    return None
+
+
 def conform(table: Any, schema: Any, path: str) -> Any:
     """``table`` with ``schema``'s column order and types (InputError naming the file).
 
     Types may widen (int32 to int64, integer to floating point, timestamp units); a column of
-    another kind (integers where the schema has strings) is refused, not converted.
+    another kind (integers where the schema has strings, floating point where it has
+    integers) is refused (:func:`misfit`), not converted.
     """
+    error = misfit(table.schema, schema, path)
+    if error is not None:
+        raise error
     try:
-        table = table.select(schema.names)
-        for field in schema:
-            if not _widens(table.schema.field(field.name).type, field.type):
-                raise pa.ArrowInvalid(f"column {field.name!r} is "
-                                      f"{table.schema.field(field.name).type}, not {field.type}")
-        return table.cast(schema)
-    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"file {path!r} has schema {table.schema}, which does not match the "
-                         f"input schema {schema}: {exc}; fix the file, or declare the schema "
-                         f"(option schema)") from exc
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"file {path!r}: its columns do not convert to the input schema "
+                         f"({printable(str(exc))}); {_SCHEMA_IS}: fix the file, or declare "
+                         f"the schema (option schema)") from exc
 
 
 def read_file_rows(path: str, fmt: str, schema: Any, start: int = 0,

@@ -5,7 +5,8 @@ format     file                                notes
 =========  ==================================  =================================================
 parquet    ``part-00000.parquet``              row counts from the footer; ranges read only the
                                                row groups they overlap
-csv        ``part-00000.csv``, header row      values parsed as the input schema's types
+csv        ``part-00000.csv``, header row      values parsed as the input schema's types;
+                                               ``NaN`` is not-a-number, as in Spark
 jsonl      ``part-00000.jsonl``, one object    alias ``json`` (Spark's name for the same files);
            a line                              values parsed as the input schema's types
 =========  ==================================  =================================================
@@ -69,12 +70,16 @@ def _read_parquet(path: str, schema: Any) -> Any:
     return pq.read_table(path, columns=None if schema is None else schema.names)
 
 
+#: Texts a CSV reader takes for null: Arrow's defaults less ``NaN``, which Spark's CSV reader
+#: reads as not-a-number (its ``nanValue``), so both read the same values from the same file.
+CSV_NULL_VALUES = tuple(v for v in pa_csv.ConvertOptions().null_values if v != "NaN")
+
+
 def _read_csv(path: str, schema: Any) -> Any:
-    convert = None
+    convert = pa_csv.ConvertOptions(null_values=list(CSV_NULL_VALUES))
     if schema is not None:
-        convert = pa_csv.ConvertOptions(
-            column_types=dict(zip(schema.names, schema.types, strict=True)),
-            include_columns=schema.names)
+        convert.column_types = dict(zip(schema.names, schema.types, strict=True))
+        convert.include_columns = schema.names
     return pa_csv.read_csv(path, convert_options=convert)
 
 
@@ -111,10 +116,17 @@ def _write_jsonl(table: Any, path: Path, row_group_size: int | None = None) -> N
 
 
 def _float_text(chunked: Any) -> Any:
-    """Shortest round-trip text of floats, with ``.0`` added to whole numbers (``1`` → ``1.0``)."""
+    """Shortest round-trip text of floats, with ``.0`` added to whole numbers (``1`` → ``1.0``).
+
+    Not-a-number and the infinities are written as Spark writes them (``NaN``, ``Infinity``,
+    ``-Infinity``), which Spark's CSV reader and this one read back as the same values.
+    """
     text = pc.cast(chunked.combine_chunks(), pa.string())
     whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
-    return pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+    text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+    for arrow, spark in (("nan", "NaN"), ("inf", "Infinity"), ("-inf", "-Infinity")):
+        text = pc.if_else(pc.equal(text, arrow), spark, text)
+    return text
 
 
 def _json_field(name: str, chunked: Any) -> Any:

@@ -19,8 +19,12 @@ Contract (called on the driver, by the one process that holds the state location
   with ``lateFiles=fail`` an :class:`~spark_stream_sched.errors.InputError` names it, with
   ``lateFiles=skip`` it is logged, recorded with ``"skipped": true`` (so it is reported once and
   never read) and counted;
-* the size recorded for a file must not change (files are immutable once visible): a changed
-  size is an :class:`~spark_stream_sched.errors.InputError` naming the file;
+* a listed file of zero bytes is not recorded until it has bytes (a writer that opens its final
+  path leaves one), so no cursor steps over a file still to be written;
+* the size and modification time recorded for a file a cursor has entered must not change (a
+  batch Spark logged reads it): a change is an :class:`~spark_stream_sched.errors.InputError`
+  naming the file; a file after every cursor is in no logged offset, so one that changed or
+  vanished since it was recorded is recorded again as it is (:meth:`FileManifest.refresh`);
 * a torn last line (the driver died while appending, before the offset that needed it was
   returned) is dropped and cut off; any other unreadable line is a
   :class:`~spark_stream_sched.errors.StateError` naming the file and the line number.
@@ -207,6 +211,15 @@ class FileManifest:
         """Files to read, in stream order (skipped files excluded)."""
         return [e.file for e in self.entries if not e.skipped]
 
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` has an entry (admitted or skipped) after the folded prefix."""
+        return path in self._known
+
+    @property
+    def is_new(self) -> bool:
+        """Whether nothing was ever recorded (a new location, or one from before manifests)."""
+        return not self.entries and self.folded.count == 0
+
     @property
     def skipped_count(self) -> int:
         """Late files recorded as skipped (``lateFiles=skip``)."""
@@ -219,10 +232,16 @@ class FileManifest:
         return admitted[-1] if admitted else None
 
     def classify(self, listed: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Split listed files unknown to the manifest into (new, late), each in name order."""
+        """Split listed files unknown to the manifest into (new, late), each in name order.
+
+        A file of zero bytes is neither yet: it holds no row in any format, and a writer that
+        opens its final path leaves one before it writes. It is classified once it has bytes,
+        so a cursor never steps over a file that is still to be written.
+        """
         last = self.last_file
         folded = set(self.folded.listed)
-        unknown = sorted(f for f in listed if f not in self._known and f not in folded)
+        unknown = sorted(f for f in listed
+                         if f not in self._known and f not in folded and _has_bytes(f))
         if last is None:
             return unknown, []
         return [f for f in unknown if f > last], [f for f in unknown if f < last]
@@ -286,25 +305,77 @@ class FileManifest:
         return position
 
     def check_unchanged(self, files: Sequence[str]) -> None:
-        """Fail when an admitted file's size differs from the recorded one.
+        """Fail when an admitted file's size or modification time differs from the recorded one.
+
+        For the files a cursor has entered: a batch Spark logged reads them, so they must be
+        what it planned.
 
         Raises
         ------
         InputError
-            Naming the file, both sizes and what to do; a vanished file is also an error.
+            Naming the file, what changed and what to do; a vanished file is also an error.
         """
         for path in files:
-            size, _ = _stat(path)
-            recorded = self._known[path].size
-            if size != recorded:
-                raise InputError(
-                    f"input {self.input_id} file {path!r} was {recorded} bytes when the source "
-                    f"admitted it and is {size} bytes now; files of an input must not change "
-                    f"once visible (write them elsewhere and rename them into place) — restore "
-                    f"the file, or start a new query with a fresh checkpointLocation and "
-                    f"stateLocation")
+            size, mtime_ns = _stat(path)
+            entry = self._known[path]
+            if (size, mtime_ns) == (entry.size, entry.mtime_ns):
+                continue
+            change = (f"was {entry.size} bytes when the source admitted it and is {size} bytes "
+                      f"now" if size != entry.size else
+                      f"was modified after the source admitted it (mtime {entry.mtime_ns} ns, "
+                      f"now {mtime_ns} ns)")
+            raise InputError(
+                f"input {self.input_id} file {path!r} {change}; a batch has read from it, and "
+                f"files of an input must not change once read (write them elsewhere and "
+                f"rename them into place) — restore the file and put new rows in a new file "
+                f"that sorts after {os.path.basename(str(self.last_file))!r}, or start a new "
+                f"query with a fresh checkpointLocation and stateLocation")
+
+    def refresh(self, files: Sequence[str], warn: Callable[..., None] = log.warning) -> int:
+        """Record again admitted ``files`` that no cursor has entered yet and that changed.
+
+        No offset Spark logged reaches into such a file, so no batch reads it as it was: a
+        file completed, replaced or removed after the query stopped on it (a half-written
+        Parquet file) is taken as it is now -- its entry gets the new size and modification
+        time, or is dropped when the file is gone or empty (:meth:`classify` takes it up again
+        once it has bytes). The log is rewritten atomically. Returns the entries dropped.
+        """
+        now = {path: _stat_or_none(path) for path in files}
+        changed = {path: stat for path, stat in now.items()
+                   if stat != (self._known[path].size, self._known[path].mtime_ns)}
+        if not changed:
+            return 0
+        kept: list[ManifestEntry] = []
+        for entry in self.entries:
+            stat = changed.get(entry.file, (entry.size, entry.mtime_ns))
+            if stat is not None and stat[0] > 0:
+                kept.append(ManifestEntry(self.folded.count + len(kept), entry.file, *stat,
+                                          skipped=entry.skipped))
+        for path, stat in changed.items():
+            warn("input %d file %r %s before any batch read from it: %s", self.input_id, path,
+                 "changed" if stat else "disappeared",
+                 "recorded again as it is now" if stat and stat[0] else "dropped from the "
+                 "manifest (taken up again if it reappears with bytes)")
+        head = self.folded.to_line() if self.folded != Folded() else b""
+        atomic_write(self.path, head + b"".join(e.to_line() for e in kept))
+        dropped = len(self.entries) - len(kept)
+        self.entries, self._known = kept, {e.file: e for e in kept}
+        return dropped
 
 
 def _stat(path: str) -> tuple[int, int]:
     _, size, mtime_ns = file_identity(path)
     return size, mtime_ns
+
+
+def _stat_or_none(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _has_bytes(path: str) -> bool:
+    stat = _stat_or_none(path)
+    return stat is not None and stat[0] > 0

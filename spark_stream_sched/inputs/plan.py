@@ -25,6 +25,7 @@ from spark_stream_sched.inputs.streams import Cursor, InputStream
 from spark_stream_sched.options.source import SourceConfig, parse_options
 from spark_stream_sched.runtime.engine.batch import GroupedBatch
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
+from spark_stream_sched.runtime.state.input_schema import read_input_schema
 from spark_stream_sched.runtime.window.aggregator import BOUND_COLUMNS, SPARK_TIMESTAMP
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class SourcePlan:
 
 
 def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
-    """Parse options and resolve the input schema (option ``schema`` or the first file).
+    """Parse options and resolve the input schema (:func:`input_schema`).
 
     ``streaming`` False: a batch read, which needs no ``stateLocation``.
 
@@ -99,10 +100,26 @@ def build_plan(options: Any, streaming: bool = True) -> SourcePlan:
     Called on the driver; raises :class:`~spark_stream_sched.errors.ConfigError` early.
     """
     config = parse_options(dict(options), streaming)
-    schema = resolve_schema(config.inputs, config.format, config.schema)
+    schema = input_schema(config)
     config.spec.build(schema)  # columns, key, aggregate and filter types are checked here
     explicit = any(str(k).lower() == "maxrecordspertrigger" for k in dict(options))
     return SourcePlan(config, schema, explicit)
+
+
+def input_schema(config: SourceConfig) -> pa.Schema:
+    """Option ``schema``, else the one recorded in ``stateLocation``, else the inferred one.
+
+    The schema a stream resolved at its first start is recorded there
+    (:func:`~spark_stream_sched.runtime.state.input_schema.record_input_schema`, called when
+    the stream starts), so a restart reads its files as the first start did, whatever files
+    are left to infer from. A batch read given the stream's ``stateLocation`` reads the
+    files with the stream's schema too (``schema()`` cannot tell the two apart).
+    """
+    if config.schema is None and config.state_location:
+        recorded = read_input_schema(config.state_location)
+        if recorded is not None:
+            return recorded
+    return resolve_schema(config.inputs, config.format, config.schema)
 
 
 def rows_between(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Offset,
@@ -137,9 +154,9 @@ def empty_input_message(input_id: int, path: str, end_of_input: str,
                    "quiet input stops holding the others back")
 
 
-def files_from(files: list[str], first: str | None) -> list[str]:
-    """Files from ``first`` (the file a cursor is in; the beginning when None) onward."""
-    return files[files.index(first):] if first in files else list(files)
+def files_after(files: list[str], current: str | None) -> list[str]:
+    """Files after ``current`` (the file a cursor is in; all of them when None)."""
+    return files[files.index(current) + 1:] if current in files else list(files)
 
 
 def files_between(files: list[str], first: str | None, last: str | None) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ The schema is the declared one (the source's option ``schema``) when given; othe
 inferred from the **first file that holds a row**, taking the inputs in order and each input's
 files in stream order (empty files offer no schema: an empty JSON-lines file has no columns, a
 header-only CSV file no types). Every file, later ones included, is then parsed as that schema,
-so the CLI, the jobs and the Spark source read the same values from the same files.
+so the CLI, the jobs and the Spark source read the same values from the same files. A stream
+records the schema it resolved at its first start in its state location and reads with that
+record at every later start (:func:`~spark_stream_sched.inputs.plan.input_schema`).
 
 Pure Python + PyArrow (no pyspark).
 """

@@ -1,8 +1,9 @@
 """Whole inputs at once: write a table as an input's files, read a static snapshot back.
 
 The standalone CLI (``spark-stream-sched aggregate``), the jobs and the benchmarks read an input
-as a **static snapshot**: the files :func:`~spark_stream_sched.inputs.listing.list_files` lists
-when the read starts, all of them, in stream order. A file added later is not part of that run
+as a **static snapshot**: the files the one listing rule lists when the read starts
+(:func:`~spark_stream_sched.inputs.listing.list_finished_files`: a glob matching no file is an
+error), all of them, in stream order. A file added later is not part of that run
 (there is no "later" to skip it in: the next run reads it). The Spark source instead follows
 its inputs as streams through durable manifests (``inputs/manifest.py``), which refuse a file
 that sorts before one already read.
@@ -25,7 +26,7 @@ import pyarrow as pa
 from spark_stream_sched.errors import ConfigError
 from spark_stream_sched.inputs.files import read_file_rows
 from spark_stream_sched.inputs.formats import get_format
-from spark_stream_sched.inputs.listing import list_files
+from spark_stream_sched.inputs.listing import list_finished_files
 from spark_stream_sched.inputs.naming import about_input
 from spark_stream_sched.inputs.schema import resolve_schema
 from spark_stream_sched.runtime.packets import event_times
@@ -65,7 +66,7 @@ def read_input(path: str | Path, fmt: str = "parquet", schema: Any = None,
         Unknown format, or no schema given and no file holds a row.
     """
     schema = resolve_schema([str(path)], fmt, schema, SNAPSHOT_HINT)
-    return read_files(list_files(str(path)), fmt, schema, ts_column)
+    return read_files(list_finished_files(str(path)), fmt, schema, ts_column)
 
 
 def read_inputs(paths: Sequence[str | Path], fmt: str = "parquet", schema: Any = None,
@@ -75,7 +76,7 @@ def read_inputs(paths: Sequence[str | Path], fmt: str = "parquet", schema: Any =
     tables = []
     for i, path in enumerate(paths):
         with about_input(i, str(path)):
-            tables.append(read_files(list_files(str(path)), fmt, schema, ts_column))
+            tables.append(read_files(list_finished_files(str(path)), fmt, schema, ts_column))
     return tables
 
 

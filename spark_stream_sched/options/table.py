@@ -105,7 +105,8 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           meaning="an input with no new row for this long (driver's wall clock) stops holding "
                   "the ready bound back; its later rows below it are late"),
         S("schema", kind="DDL, e.g. `ts bigint, meter string`",
-          default="inferred from the first file", meaning="the input rows' schema"),
+          default="inferred from the first file (a stream: at its first start, then recorded)",
+          meaning="the input rows' schema"),
         S("scheduler", cli="--scheduler",
           kind="`fifo`, `round_robin`, `chain`, `path_capacity`, `segment`, "
                "`simplified_segment`, `threshold`, `qst`, `lp`, `et`, `ct`",

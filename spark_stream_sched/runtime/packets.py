@@ -146,7 +146,10 @@ def event_times(table: pa.Table, ts_column: str, where: str, first_row: int = 0)
                          f"{first_row + first_null}")
     kind = column.type
     if pa.types.is_integer(kind):
-        ts = np.asarray(column.to_numpy(), dtype=np.int64)
+        raw = column.to_numpy()
+        if pa.types.is_unsigned_integer(kind):  # checked before int64 could wrap a uint64
+            check_event_time_range(raw, ts_column, where, first_row)
+        ts = np.asarray(raw, dtype=np.int64)
         check_event_time_range(ts, ts_column, where, first_row)
         return ts
     if pa.types.is_timestamp(kind):
@@ -182,7 +185,7 @@ def _first_outside(values: np.ndarray, lo: int, hi: int) -> int | None:
 
 def check_event_time_range(ts: np.ndarray, ts_column: str, where: str,
                            first_row: int = 0) -> None:
-    """Raise :class:`InputError` unless every ``ts`` (int64 ms) is in the supported range.
+    """Raise :class:`InputError` unless every ``ts`` (integer ms) is in the supported range.
 
     The supported range is :data:`EVENT_TIME_MIN` .. :data:`EVENT_TIME_MAX`, years 0001 to
     9999 as in Spark's ``TimestampType``. The message names ``where``, the row

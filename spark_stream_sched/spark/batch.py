@@ -77,7 +77,8 @@ class OrderedAggBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """One partition per range of partition groups, over every row of every input."""
         c = self._plan.config
-        files = [inputs.list_files(path) for path in c.inputs]
+        files = [inputs.list_finished_files(path, "a batch read reads it once")
+                 for path in c.inputs]
         start, end = Offset.initial(c.n_inputs), self.end_offset(files)
         n_tasks = min(c.num_partitions, c.partition_groups)
         return [GroupRangePartition(i, tuple(group_range_for_task(i, n_tasks, c.partition_groups)),

@@ -18,6 +18,7 @@ from pyspark.sql.types import StructType
 from spark_stream_sched.errors import SparkStreamSchedError
 from spark_stream_sched.inputs.plan import build_plan
 from spark_stream_sched.runtime.query.recorded import check_recorded, record_spec
+from spark_stream_sched.runtime.state.input_schema import record_input_schema
 from spark_stream_sched.spark.shipped_files import reach_shipped_files
 from spark_stream_sched.spark.source_plan import check_schema_matches
 from spark_stream_sched.spark.worker_errors import RefusedStreamReader, plain_errors
@@ -63,7 +64,7 @@ class OrderedAggDataSource(DataSource):
             return OrderedAggBatchReader(plan, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """Create the stream reader; records the query under ``stateLocation`` at first start.
+        """Create the stream reader; records the query and the input schema at first start.
 
         Notes
         -----
@@ -80,6 +81,7 @@ class OrderedAggDataSource(DataSource):
             plan = build_plan(self.options)
             check_schema_matches(plan, schema)
             record_spec(plan.config.state_location, plan.config.spec)
+            record_input_schema(plan.config.state_location, plan.input_schema)
         except SparkStreamSchedError as exc:
             return RefusedStreamReader(exc)
         from spark_stream_sched.spark.source import OrderedAggStreamReader

@@ -68,6 +68,17 @@ def test_a_ts_at_int64_max_is_named_as_a_sentinel() -> None:
         query.push(0, _table([MS, TS_MAX]))
 
 
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1, EVENT_TIME_MAX + 1])
+def test_a_uint64_ts_past_the_range_is_refused_before_it_can_wrap(value: int) -> None:
+    """2**64 - 1 cast to int64 is -1, a valid time: it used to pass as 1969-12-31."""
+    table = pa.table({"ts": pa.array([value, 5], pa.uint64())})
+    with pytest.raises(InputError, match=rf"^input 0 file 'f': event time {value} ms in column "
+                                         rf"'ts' at row 7 is outside the supported range"):
+        event_times(table, "ts", "input 0 file 'f'", first_row=7)
+    small = pa.table({"ts": pa.array([MS, MS + 1], pa.uint64())})
+    assert event_times(small, "ts", "x").tolist() == [MS, MS + 1]
+
+
 def test_nanoseconds_and_years_before_0001_are_refused() -> None:
     with pytest.raises(InputError, match="looks like nanoseconds"):
         event_times(_table([MS * 1_000_000]), "ts", "input 2")

@@ -42,6 +42,39 @@ def test_listing_skips_hidden_files_and_sorts_by_name(tmp_path) -> None:
         inputs.list_files(str(tmp_path / "missing"))
 
 
+def test_a_glob_skips_hidden_components_below_its_root(tmp_path) -> None:
+    """A writer's ``_temporary/`` copy is not read twice (Spark skips any ``_``/``.`` part)."""
+    for rel in ("a/part-0", "b/part-0", "_temporary/part-0", "a/_tmp/part-1", ".x/part-0",
+                "b/.part-0.crc", "_temporary/0/part-0", "c/0/part-0"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    expected = [str(tmp_path / "a/part-0"), str(tmp_path / "b/part-0")]
+    assert inputs.list_files(str(tmp_path / "*" / "part-*")) == expected
+    assert inputs.list_files(str(tmp_path / "*" / "*" / "part-*")) == [
+        str(tmp_path / "c/0/part-0")]
+    assert inputs.list_files(str(tmp_path / "_temporary" / "*" / "part-*")) == [
+        str(tmp_path / "_temporary/0/part-0")]  # the root itself is the user's choice
+
+
+@pytest.mark.parametrize("name", ["meter[1]", "meter*", "meter?"])
+def test_an_existing_path_with_glob_characters_is_literal(tmp_path, name: str) -> None:
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / "part-0").write_bytes(b"")
+    assert inputs.list_files(str(directory)) == [str(directory / "part-0")]
+    assert inputs.list_files(str(directory / "part-*")) == [str(directory / "part-0")]
+    assert inputs.list_files(str(directory / "part-0")) == [str(directory / "part-0")]
+
+
+def test_a_glob_that_matches_nothing_fails_where_the_input_is_finished(tmp_path) -> None:
+    pattern = str(tmp_path / "meter[1]" / "*.parquet")
+    assert inputs.list_files(pattern) == []  # a streaming input may still receive files
+    with pytest.raises(InputError, match=r"^input glob '.*' matches no file, and the input is "
+                                         r"read once"):
+        inputs.list_finished_files(pattern)
+    assert inputs.list_finished_files(str(tmp_path)) == []  # an existing directory may be empty
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_advance_and_read_between_cover_every_row_once(tmp_path, fmt: str) -> None:
     table = make_stream(3, 0, 230)

@@ -113,7 +113,21 @@ def test_a_late_file_is_reported_while_the_query_runs(tmp_path) -> None:
         reader.latestOffset(end, LIMIT)
 
 
-def test_a_changed_file_is_refused_before_it_is_read(tmp_path) -> None:
+def test_a_changed_file_a_batch_read_from_is_refused(tmp_path) -> None:
+    tables = write_inputs(str(tmp_path / "in"), n_inputs=2, rows=100)
+    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"),
+                          maxRecordsPerTrigger=60, endOfInput="never")
+    reader = make_reader(opts)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, LIMIT)
+    entered = parse_offset(end, 2).cursors[1].file  # the batch ending at ``end`` reads it
+    pq.write_table(pa.concat_tables([tables[1], tables[1]]), entered)  # rewritten in place
+    with pytest.raises(InputError, match=rf"file '{entered}' was \d+ bytes .* must not change"):
+        reader.latestOffset(end, LIMIT)
+
+
+def test_a_file_no_batch_read_from_yet_is_taken_as_it_is_now(tmp_path) -> None:
+    """No logged offset reaches into it, so no batch reads it as it was: nothing to refuse."""
     tables = write_inputs(str(tmp_path / "in"), n_inputs=2, rows=100)
     opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"),
                           maxRecordsPerTrigger=60, endOfInput="never")
@@ -121,6 +135,8 @@ def test_a_changed_file_is_refused_before_it_is_read(tmp_path) -> None:
     start = reader.initialOffset()
     end = reader.latestOffset(start, LIMIT)
     last = str(tmp_path / "in" / "in1" / "part-00002.parquet")
-    pq.write_table(pa.concat_tables([tables[1], tables[1]]), last)  # rewritten in place
-    with pytest.raises(InputError, match=rf"file '{last}' was \d+ bytes .* must not change"):
-        reader.latestOffset(end, LIMIT)
+    assert parse_offset(end, 2).cursors[1].file < last
+    before = pq.read_table(last)
+    pq.write_table(before.slice(before.num_rows - 5), last)  # replaced: its last 5 rows
+    end = reader.latestOffset(end, ReadMaxRows(10_000))
+    assert parse_offset(end, 2).cursors[1].seq == tables[1].num_rows - before.num_rows + 5

@@ -18,15 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from spark_stream_sched.runtime.engine.value_state import ready_bound_from_watermark
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, TS_MAX
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.spark.transform import configure, ordered
-from spark_stream_sched.spark.transform_processor import (
-    STATE_NAME,
-    from_ipc,
-    ready_bound_from_watermark,
-)
+from spark_stream_sched.spark.transform_processor import STATE_NAME, from_ipc
 from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 from spark_stream_sched.testing.reference import reference_aggregate
 

@@ -20,12 +20,18 @@ their keys' rows. So the check is split where the data is:
   ``__before`` or below the largest event time of its input in *earlier* micro-batches, which
   each group keeps in its state (:func:`seen_after`). All groups see the same summaries, so
   they keep the same values.
+
+Under ``fail`` the error must not depend on which group's task fails first, so it names the
+input's *first* out-of-order row along the sequence, found from the summaries alone: the rows
+of a batch up to its first row below ``__before`` are sorted, so that first row is either the
+batch's first row (when it lies below the earlier batches' largest event time) or the summary's
+first row below its ``__before``. Every group raises the same message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -41,15 +47,28 @@ __all__ = ["BEFORE_COL", "NOTHING_SEEN", "BatchOrder", "order_marks", "seen_afte
 BEFORE_COL = "__before"
 NOTHING_SEEN = int(np.iinfo(np.int64).min)
 #: Columns of the summaries' Arrow table.
-SUMMARY_SCHEMA = pa.schema([("input", pa.int32()), ("newest", pa.int64())])
+SUMMARY_SCHEMA = pa.schema([
+    ("input", pa.int32()), ("newest", pa.int64()), ("first_seq", pa.string()),
+    ("first_ts", pa.int64()), ("bad_seq", pa.string()), ("bad_ts", pa.int64()),
+    ("bad_before", pa.int64())])
 
 
 @dataclass(frozen=True)
 class BatchOrder:
-    """One input's rows of one micro-batch: their largest event time (ms)."""
+    """One input's rows of one micro-batch along the sequence.
+
+    ``newest``: their largest event time (ms); ``first_*``: the first row's sequence value
+    (``repr``) and event time; ``bad_*``: the first row below the largest event time before it
+    in the batch, with that time (``None`` when the batch's rows are sorted).
+    """
 
     input_id: int
     newest: int
+    first_seq: str
+    first_ts: int
+    bad_seq: str | None = None
+    bad_ts: int | None = None
+    bad_before: int | None = None
 
 
 def order_marks(rows: pa.Table, timestamp: str, sequence: str
@@ -66,20 +85,28 @@ def order_marks(rows: pa.Table, timestamp: str, sequence: str
                                       "s": rows.column(sequence)}),
                             sort_keys=[("i", "ascending"), ("s", "ascending")]).to_numpy()
     before = np.full(rows.num_rows, NOTHING_SEEN, np.int64)
+    sequence_values = rows.column(sequence)
     summaries = []
     for run in np.split(order, np.flatnonzero(np.diff(ids[order])) + 1):
         if run.size:
             running = np.maximum.accumulate(ts[run])
             before[run[1:]] = running[:-1]
-            summaries.append(BatchOrder(int(ids[run[0]]), int(running[-1])))
+            first = int(run[0])
+            summary = BatchOrder(int(ids[first]), int(running[-1]),
+                                 repr(sequence_values[first].as_py()), int(ts[first]))
+            bad = np.flatnonzero(ts[run[1:]] < running[:-1])
+            if bad.size:
+                k = int(run[1 + bad[0]])
+                summary = replace(summary, bad_seq=repr(sequence_values[k].as_py()),
+                                  bad_ts=int(ts[k]), bad_before=int(running[bad[0]]))
+            summaries.append(summary)
     return rows.append_column(BEFORE_COL, pa.array(before, pa.int64())), summaries
 
 
 def summaries_table(summaries: Sequence[BatchOrder]) -> pa.Table:
     """The summaries as an Arrow table (what :func:`~.packing.pack` sends to every group)."""
-    return pa.table({"input": pa.array([s.input_id for s in summaries], pa.int32()),
-                     "newest": pa.array([s.newest for s in summaries], pa.int64())},
-                    schema=SUMMARY_SCHEMA)
+    return pa.Table.from_pylist([vars(s) | {"input": s.input_id} for s in summaries],
+                                schema=SUMMARY_SCHEMA)
 
 
 def seen_after(seen: np.ndarray, summaries: pa.Table) -> np.ndarray:
@@ -101,30 +128,48 @@ def seen_after(seen: np.ndarray, summaries: pa.Table) -> np.ndarray:
     return out
 
 
-def sequence_check(rows: pa.Table, seen: np.ndarray, timestamp: str, sequence: str,
-                   policy: str) -> pa.Table:
+def sequence_check(rows: pa.Table, seen: np.ndarray, summaries: pa.Table, timestamp: str,
+                   sequence: str, policy: str) -> pa.Table:
     """``rows`` (with :data:`BEFORE_COL`) without their out-of-order rows, the column dropped.
 
-    ``seen``: each input's largest event time over earlier micro-batches (``NOTHING_SEEN``).
-    Under ``policy="fail"`` the first out-of-order row raises instead.
+    ``seen``: each input's largest event time over earlier micro-batches (``NOTHING_SEEN``);
+    ``summaries``: this micro-batch's (:func:`summaries_table`). Under ``policy="fail"`` an
+    out-of-order row of *any* group raises instead, every group the same message.
 
     Raises
     ------
     InputError
-        Naming the input, the row's sequence value, its ts and the larger earlier one.
+        Naming the input, its first out-of-order row's sequence value, its ts and the larger
+        earlier one.
     """
+    if policy == "fail":
+        first_out_of_order(seen, summaries, sequence)
     if rows.num_rows == 0:
         return rows.drop_columns([BEFORE_COL])
     ts = event_times(rows, timestamp, "ordered() input")
     ids = rows.column(INPUT_COL).to_numpy()
-    earlier = np.maximum(rows.column(BEFORE_COL).to_numpy(), seen[ids])
-    bad = ts < earlier
-    if bad.any() and policy == "fail":
-        k = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"ordered(): input {int(ids[k])} is out of order along {sequence!r}: {sequence} "
-            f"{rows.column(sequence)[k].as_py()!r} has ts {int(ts[k])} after ts "
-            f"{int(earlier[k])} earlier in the input; sort the input by event time along "
-            f"its sequence, or use out_of_order='drop' to drop such rows")
+    bad = ts < np.maximum(rows.column(BEFORE_COL).to_numpy(), seen[ids])
     kept = rows.filter(pa.array(~bad)) if bad.any() else rows
     return kept.drop_columns([BEFORE_COL])
+
+
+def first_out_of_order(seen: np.ndarray, summaries: pa.Table, sequence: str) -> None:
+    """Raise for the lowest input whose batch holds an out-of-order row, naming its first.
+
+    Raises
+    ------
+    InputError
+        See :func:`sequence_check`.
+    """
+    for s in sorted(summaries.to_pylist(), key=lambda s: int(s["input"])):
+        earlier = int(seen[s["input"]])
+        if s["first_ts"] < earlier:
+            seq, ts = s["first_seq"], s["first_ts"]
+        elif s["bad_seq"] is not None:
+            seq, ts, earlier = s["bad_seq"], s["bad_ts"], s["bad_before"]
+        else:
+            continue
+        raise InputError(
+            f"ordered(): input {s['input']} is out of order along {sequence!r}: {sequence} "
+            f"{seq} has ts {ts} after ts {earlier} earlier in the input; sort the input by "
+            f"event time along its sequence, or use out_of_order='drop' to drop such rows")

@@ -31,16 +31,25 @@ from spark_stream_sched.runtime.packets import INPUT_COL
 N_INPUTS = 3
 
 
-def reference_kept(batches: list[list[dict[str, Any]]]) -> set[tuple[int, int]]:
-    """(input, seq) of the rows in order: each input's rows in batch, then sequence, order."""
-    kept, newest = set(), [NOTHING_SEEN] * N_INPUTS
+def reference(batches: list[list[dict[str, Any]]]
+              ) -> tuple[set[tuple[int, int]], str | None]:
+    """(input, seq) of the rows in order (each input's rows in batch, then sequence, order),
+    and what ``fail`` names: the first batch's lowest input's first row out of order."""
+    kept, newest, failure = set(), [NOTHING_SEEN] * N_INPUTS, None
     for batch in batches:
         for row in sorted(batch, key=lambda r: (r[INPUT_COL], r["seq"])):
             j = row[INPUT_COL]
             if row["ts"] >= newest[j]:
                 kept.add((j, row["seq"]))
+            elif failure is None:
+                failure = f"input {j} is out of order along 'seq': seq {row['seq']} has ts " \
+                          f"{row['ts']} after ts {newest[j]} earlier in the input;"
             newest[j] = max(newest[j], row["ts"])
-    return kept
+    return kept, failure
+
+
+def reference_kept(batches: list[list[dict[str, Any]]]) -> set[tuple[int, int]]:
+    return reference(batches)[0]
 
 
 def run(batches: list[list[dict[str, Any]]], groups: list[list[int]], n_groups: int,
@@ -62,14 +71,23 @@ def run(batches: list[list[dict[str, Any]]], groups: list[list[int]], n_groups: 
                 marked_parts.append((marked, [g for g, r in zip(group_of, batch, strict=True)
                                               if r[INPUT_COL] == j]))
                 summaries += summary
-        for g in range(n_groups):
+        failures: list[str] = []
+        for g in range(n_groups):  # every group gets every summary, rows or not
             rows = [m.filter(pa.array([x == g for x in owners])) for m, owners in marked_parts]
-            rows = [r for r in rows if r.num_rows]
-            if rows:
-                out = sequence_check(pa.concat_tables(rows), seen[g], "ts", "seq", policy)
-                kept |= set(zip(out.column(INPUT_COL).to_pylist(),
-                                out.column("seq").to_pylist(), strict=True))
+            try:
+                out = sequence_check(pa.concat_tables(rows), seen[g],
+                                     summaries_table(summaries), "ts", "seq", policy)
+            except InputError as failure:
+                failures.append(str(failure))
+                continue
+            kept |= set(zip(out.column(INPUT_COL).to_pylist(),
+                            out.column("seq").to_pylist(), strict=True))
             seen[g] = seen_after(seen[g], summaries_table(summaries))
+        if failures:
+            # every group's task fails, each with the same message
+            assert len(failures) == n_groups, failures
+            assert len(set(failures)) == 1, failures
+            raise InputError(failures[0])
     return kept
 
 
@@ -101,11 +119,14 @@ def test_drop_keeps_the_references_rows_for_any_batching_and_grouping(data: st.D
 def test_fail_fails_exactly_when_the_reference_drops_a_row(data: st.DataObject) -> None:
     batches, groups, n_groups = stream(data)
     every = {(r[INPUT_COL], r["seq"]) for b in batches for r in b}
-    if reference_kept(batches) == every:
+    kept, failure = reference(batches)
+    if failure is None:
+        assert kept == every
         assert run(batches, groups, n_groups, "fail") == every
     else:
-        with pytest.raises(InputError, match=r"ordered\(\): input \d is out of order along 'seq'"):
+        with pytest.raises(InputError) as raised:
             run(batches, groups, n_groups, "fail")
+        assert str(raised.value).startswith(f"ordered(): {failure}"), (str(raised.value), failure)
 
 
 def test_an_input_split_over_two_partitions_is_refused() -> None:

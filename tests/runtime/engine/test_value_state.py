@@ -1,9 +1,10 @@
 """The ``ordered()`` processor's state value: pending rows stored without ``__seq``.
 
-The value goes through Spark's state store as a row of :data:`STATE_SCHEMA`; these tests hold it
-in a one-slot stand-in with the ``ValueState`` methods the store calls (``exists``, ``get``,
-``update``, ``clear``), to look at the stored bytes. The round trip through Spark's RocksDB
-state store itself is covered by tests/spark/test_transform.py (restarts included).
+The value goes through Spark's state store as a row of the processor's ``STATE_SCHEMA``; these
+tests hold it in a one-slot stand-in with the ``ValueState`` methods the store calls
+(``exists``, ``get``, ``update``, ``clear``), to look at the stored bytes. The round trip
+through Spark's RocksDB state store itself is covered by tests/spark/test_transform.py
+(restarts included).
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ import pyarrow as pa
 import pytest
 
 from spark_stream_sched.errors import StateError
-from spark_stream_sched.runtime.engine.packing import to_ipc, with_seq
+from spark_stream_sched.runtime.engine.packing import from_ipc, to_ipc, with_seq
+from spark_stream_sched.runtime.engine.value_state import PENDING_COMPRESSION, ValueStateStore
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.query.spec import spec_from_options
 from spark_stream_sched.runtime.state.store import GroupState
-from spark_stream_sched.spark.transform_processor import (
-    PENDING_COMPRESSION,
-    ValueStateStore,
-    from_ipc,
-)
 
 SPEC = spec_from_options({"aggregates": "count(*) as n", "keyColumns": "meter",
                           "window": "10 seconds"}, 2)
@@ -74,7 +71,7 @@ def test_a_value_stored_with_seq_still_loads() -> None:
     payload = pa.table({"ts": pa.array([5], pa.int64()), "meter": pa.array([1], pa.int64()),
                         "pos": pa.array([9], pa.int64())})
     rows = with_seq(payload.append_column(INPUT_COL, pa.array([0], pa.int32())), "pos")
-    slot = OneValue((to_ipc(rows, PENDING_COMPRESSION), b"w", 4, SPEC.fingerprint()))
+    slot = OneValue((to_ipc(rows, PENDING_COMPRESSION), b"w", 4, SPEC.fingerprint(), None))
     store = ValueStateStore(slot, SPEC, rows.schema, "pos")
     loaded = store.load(0)
     assert loaded.pending is not None
@@ -85,7 +82,7 @@ def test_a_value_stored_with_seq_still_loads() -> None:
 def test_pending_rows_of_other_columns_are_refused() -> None:
     other = pa.table({"ts": pa.array([5], pa.int64()), "pos": pa.array([9], pa.int64()),
                       INPUT_COL: pa.array([0], pa.int32())})
-    slot = OneValue((to_ipc(other, PENDING_COMPRESSION), b"w", 4, SPEC.fingerprint()))
+    slot = OneValue((to_ipc(other, PENDING_COMPRESSION), b"w", 4, SPEC.fingerprint(), None))
     schema = with_seq(other.add_column(1, "meter", pa.array([1], pa.int64())), "pos").schema
     with pytest.raises(StateError, match=r"pending rows in this query's checkpoint have the "
                                          r"columns \['ts', 'pos', '__input', '__seq'\]"):

@@ -20,6 +20,9 @@ manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
   driver caps the offset it reports itself, from where Spark stands (:meth:`spark_reached`);
 * :meth:`batch_files` -- ``partitions``: the manifests' files between two offsets (never a fresh
   listing, so a replayed batch reads exactly what it planned);
+* in both, a cursor whose file was deleted once read to the end is past it
+  (:mod:`~spark_stream_sched.inputs.consumed`: the next run goes on after consumed files were
+  removed);
 * :meth:`freeze` -- ``Trigger.AvailableNow``: the query stops at the files present now;
 * :meth:`committed` -- ``commit``: prune state versions, per-task rows, assignment records and
   metrics files (option ``keepMetrics``), fold the consumed prefix of the input manifests, and
@@ -39,8 +42,10 @@ import logging
 import time
 from collections.abc import Callable
 
+from spark_stream_sched.errors import InputError
 from spark_stream_sched.inputs import split
 from spark_stream_sched.inputs.admission import admit
+from spark_stream_sched.inputs.consumed import ReadToEnd, moved_from
 from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
 from spark_stream_sched.inputs.listing import list_files
 from spark_stream_sched.inputs.manifest import FileManifest
@@ -52,6 +57,7 @@ from spark_stream_sched.inputs.plan import (
     files_from,
     mark_idle,
 )
+from spark_stream_sched.inputs.streams import Cursor
 from spark_stream_sched.runtime.distribution import assignments
 from spark_stream_sched.runtime.state import batch_metrics, owner
 from spark_stream_sched.runtime.state.files import FileStateStore
@@ -75,6 +81,7 @@ class SourceDriver:
         #: per input, how many manifest files Trigger.AvailableNow froze (None: not frozen)
         self.frozen: list[int] | None = None
         self._manifests: list[FileManifest] | None = None
+        self._ends: list[ReadToEnd] = []  # per input: files its cursors read to the end
         self._quiet_since: dict[int, float] = {}  # input -> clock when its last row was seen
         self._empty_reported = False  # inputs without files are reported once per process
         self._ts_cache = EventTimeCache()  # timestamps peeked by admission, kept across batches
@@ -93,7 +100,15 @@ class SourceDriver:
             split.prune(c.state_location, None)
             self._manifests = [FileManifest(c.state_location, j, path)
                                for j, path in enumerate(c.inputs)]
+            self._ends = [ReadToEnd(c.state_location, s.input_id, s.fmt)
+                          for s in self.plan.streams]
         return self._manifests
+
+    @property
+    def ends(self) -> list[ReadToEnd]:
+        """Per input, the files its cursors read to the end (loaded with the manifests)."""
+        self.manifests  # noqa: B018 - the lock first
+        return self._ends
 
     def fresh_offset(self) -> Offset:
         """``initialOffset``: the start of a fresh checkpoint, carrying a new owner token.
@@ -168,18 +183,35 @@ check_token`).
         self.sync(c.late_files, admit_new=self.frozen is None)
         self.report_empty()
         files = [self.files(j) for j in range(c.n_inputs)]
-        for manifest, names, cursor in zip(self.manifests, files, offset.cursors, strict=True):
-            if not cursor.finished:  # admitted files must not change from the cursor on
-                manifest.check_unchanged(files_from(names, cursor.file))
-        finish = c.end_of_input == "exhausted" or (
-            c.end_of_input == "availableNow" and self.frozen is not None)
-        cursors = admit(self.plan, offset.cursors, files, budget, finish, self._ts_cache)
+        cursors = self._admit(offset, files, budget)
         if c.idle_timeout_ms is not None:
             cursors = mark_idle(offset.cursors, cursors, self._quiet_since, self.clock(),
                                 c.idle_timeout_ms)
         for j, stream in enumerate(self.plan.streams):
             warn_ignored_files(stream, files[j], cursors[j])
+        for ends, start, end in zip(self.ends, offset.cursors, cursors, strict=True):
+            ends.remember((start, end))  # durable before Spark logs the offset
         return Offset(cursors, self._token)
+
+    def _admit(self, offset: Offset, files: list[list[str]],
+               budget: int | None) -> tuple[Cursor, ...]:
+        """Each input's cursor after the next batch, admitted past a deleted file it read.
+
+        A cursor past its file (:mod:`~spark_stream_sched.inputs.consumed`) is admitted from
+        the files after it, and stays in that file when it gets no row.
+        """
+        c = self.plan.config
+        settled = [ends.settle(cursor, names)
+                   for ends, cursor, names in zip(self.ends, offset.cursors, files, strict=True)]
+        for manifest, (cursor, names) in zip(self.manifests, settled, strict=True):
+            if not cursor.finished:  # admitted files must not change from the cursor on
+                manifest.check_unchanged(files_from(names, cursor.file))
+        finish = c.end_of_input == "exhausted" or (
+            c.end_of_input == "availableNow" and self.frozen is not None)
+        cursors = admit(self.plan, [cursor for cursor, _ in settled],
+                        [names for _, names in settled], budget, finish, self._ts_cache)
+        return tuple(moved_from(end, start)
+                     for end, start in zip(cursors, offset.cursors, strict=True))
 
     def spark_reached(self, offset: Offset) -> None:
         """Spark logged ``offset`` as the end of a batch (``partitions``), or stands there.
@@ -220,11 +252,26 @@ check_token`).
         for manifest, cursor in zip(self.manifests, last.cursors, strict=True):
             if cursor.file is not None and not manifest.entries:  # state from before manifests
                 manifest.sync(list_files(manifest.input_path), "defer")
-        files = tuple(files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
-                      for j, m in enumerate(self.manifests))
+        files = tuple(self._between(j, first.cursors[j], last.cursors[j])
+                      for j in range(len(self.manifests)))
         for manifest, batch_files in zip(self.manifests, files, strict=True):
             manifest.check_unchanged(batch_files)
         return files, sum(m.skipped_count for m in self.manifests)
+
+    def _between(self, input_id: int, first: Cursor, last: Cursor) -> tuple[str, ...]:
+        """One input's files of the batch from ``first`` to ``last`` (past a deleted file read).
+
+        Raises
+        ------
+        InputError
+            ``first`` is in a file the manifest does not hold.
+        """
+        start, names = self.ends[input_id].settle(first, self.manifests[input_id].admitted)
+        if start.file is not None and start.file not in names:
+            raise InputError(f"input {input_id}: file {start.file!r} of the checkpointed cursor "
+                             f"is no longer listed; files of an input must not be removed or "
+                             f"renamed while the query runs")
+        return files_between(names, start.file, last.file)
 
     def committed(self, end: Offset) -> None:
         """Housekeeping after Spark committed the offset ``end`` (module docstring)."""

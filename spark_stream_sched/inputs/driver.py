@@ -21,6 +21,9 @@ manifest (:class:`~spark_stream_sched.inputs.manifest.FileManifest`); then:
   driver caps the offset it reports itself, from where Spark stands (:meth:`spark_reached`);
 * :meth:`batch_files` -- ``partitions``: the manifests' files between two offsets (never a fresh
   listing, so a replayed batch reads exactly what it planned);
+* in both, a cursor whose file was deleted once read to the end is past it
+  (:mod:`~spark_stream_sched.inputs.consumed`: the next run goes on after consumed files were
+  removed);
 * :meth:`freeze` -- ``Trigger.AvailableNow``: the query stops at the files present now;
 * :meth:`committed` -- ``commit``: prune state versions, per-task rows, assignment records and
   metrics files (option ``keepMetrics``), fold the consumed prefix of the input manifests, and
@@ -40,9 +43,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from spark_stream_sched.errors import StateError
+from spark_stream_sched.errors import InputError, StateError
 from spark_stream_sched.inputs import split
 from spark_stream_sched.inputs.admission import admit
+from spark_stream_sched.inputs.consumed import ReadToEnd, moved_from
 from spark_stream_sched.inputs.cursors import EventTimeCache, warn_ignored_files
 from spark_stream_sched.inputs.listing import empty_glob_error, is_glob, list_files
 from spark_stream_sched.inputs.manifest import FileManifest
@@ -78,6 +82,7 @@ class SourceDriver:
         #: per input, how many manifest files Trigger.AvailableNow froze (None: not frozen)
         self.frozen: list[int] | None = None
         self._manifests: list[FileManifest] | None = None
+        self._ends: list[ReadToEnd] = []  # per input: files its cursors read to the end
         self._quiet_since: dict[int, float] = {}  # input -> clock when its last row was seen
         self._empty_reported = False  # inputs without files are reported once per process
         self._ts_cache = EventTimeCache()  # timestamps peeked by admission, kept across batches
@@ -96,7 +101,15 @@ class SourceDriver:
             split.prune(c.state_location, None)
             self._manifests = [FileManifest(c.state_location, j, path)
                                for j, path in enumerate(c.inputs)]
+            self._ends = [ReadToEnd(c.state_location, s.input_id, s.fmt)
+                          for s in self.plan.streams]
         return self._manifests
+
+    @property
+    def ends(self) -> list[ReadToEnd]:
+        """Per input, the files its cursors read to the end (loaded with the manifests)."""
+        self.manifests  # noqa: B018 - the lock first
+        return self._ends
 
     def fresh_offset(self) -> Offset:
         """``initialOffset``: the start of a fresh checkpoint, carrying a new owner token.
@@ -194,12 +207,14 @@ empty_glob_error`).
         self.sync(c.late_files, admit_new=self.frozen is None)
         self.report_empty()
         files = [self.files(j) for j in range(c.n_inputs)]
-        cursors = admit(self.plan, offset.cursors, files, budget, self.finishing, self._ts_cache)
+        cursors = self._admit(offset, files, budget)
         if c.idle_timeout_ms is not None:
             cursors = mark_idle(offset.cursors, cursors, self._quiet_since, self.clock(),
                                 c.idle_timeout_ms)
         for j, stream in enumerate(self.plan.streams):
             warn_ignored_files(stream, files[j], cursors[j])
+        for ends, start, end in zip(self.ends, offset.cursors, cursors, strict=True):
+            ends.remember((start, end))  # durable before Spark logs the offset
         return Offset(cursors, self._token)
 
     def settle(self, input_id: int, cursor: Cursor) -> None:
@@ -209,11 +224,13 @@ empty_glob_error`).
         changed (:meth:`~.manifest.FileManifest.check_unchanged`). The files after it are in no
         logged offset yet, so one completed, replaced or removed since it was admitted is taken
         as it is now (:meth:`~.manifest.FileManifest.refresh`): a fix of the file the query
-        stopped on lets it go on.
+        stopped on lets it go on. A cursor past a deleted file it read to the end
+        (:mod:`~spark_stream_sched.inputs.consumed`) checks only the files after it.
         """
         if cursor.finished or not self.check_cursor(input_id, cursor):
             return
-        manifest, names = self.manifests[input_id], self.files(input_id)
+        manifest = self.manifests[input_id]
+        cursor, names = self.ends[input_id].settle(cursor, self.files(input_id))
         if cursor.file is not None:
             manifest.check_unchanged([cursor.file])
         dropped = manifest.refresh(files_after(names, cursor.file))
@@ -247,6 +264,20 @@ empty_glob_error`).
             f"inputs reordered or changed, or the checkpoint's offset edited) — restore option "
             f"inputs and the checkpoint, or start the query with a new checkpointLocation and "
             f"stateLocation")
+
+    def _admit(self, offset: Offset, files: list[list[str]],
+               budget: int | None) -> tuple[Cursor, ...]:
+        """Each input's cursor after the next batch, admitted past a deleted file it read.
+
+        A cursor past its file (:mod:`~spark_stream_sched.inputs.consumed`) is admitted from
+        the files after it, and stays in that file when it gets no row.
+        """
+        settled = [ends.settle(cursor, names)
+                   for ends, cursor, names in zip(self.ends, offset.cursors, files, strict=True)]
+        cursors = admit(self.plan, [cursor for cursor, _ in settled],
+                        [names for _, names in settled], budget, self.finishing, self._ts_cache)
+        return tuple(moved_from(end, start)
+                     for end, start in zip(cursors, offset.cursors, strict=True))
 
     def spark_reached(self, offset: Offset) -> None:
         """Spark logged ``offset`` as the end of a batch (``partitions``), or stands there.
@@ -289,11 +320,26 @@ empty_glob_error`).
                 manifest.sync(list_files(manifest.input_path), "defer")
             self.check_cursor(j, first.cursors[j])
             self.check_cursor(j, cursor)
-        files = tuple(files_between(m.admitted, first.cursors[j].file, last.cursors[j].file)
-                      for j, m in enumerate(self.manifests))
+        files = tuple(self._between(j, first.cursors[j], last.cursors[j])
+                      for j in range(len(self.manifests)))
         for manifest, batch_files in zip(self.manifests, files, strict=True):
             manifest.check_unchanged(batch_files)
         return files, sum(m.skipped_count for m in self.manifests)
+
+    def _between(self, input_id: int, first: Cursor, last: Cursor) -> tuple[str, ...]:
+        """One input's files of the batch from ``first`` to ``last`` (past a deleted file read).
+
+        Raises
+        ------
+        InputError
+            ``first`` is in a file the manifest does not hold.
+        """
+        start, names = self.ends[input_id].settle(first, self.manifests[input_id].admitted)
+        if start.file is not None and start.file not in names:
+            raise InputError(f"input {input_id}: file {start.file!r} of the checkpointed cursor "
+                             f"is no longer listed; files of an input must not be removed or "
+                             f"renamed while the query runs")
+        return files_between(names, start.file, last.file)
 
     def committed(self, end: Offset) -> None:
         """Housekeeping after Spark committed the offset ``end`` (module docstring)."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from spark_stream_sched.inputs.consumed import batch_start
 from spark_stream_sched.inputs.cursors import read_between
 from spark_stream_sched.inputs.offsets import Offset
 from spark_stream_sched.inputs.schema import resolve_schema
@@ -131,7 +132,8 @@ def rows_between(plan: SourcePlan, files: tuple[tuple[str, ...], ...], start: Of
     c = plan.config
     parts = []
     for j, stream in enumerate(plan.streams):
-        rows, _, seq = read_between(stream, list(files[j]), start.cursors[j], end.cursors[j],
+        first = batch_start(start.cursors[j], files[j])  # past a deleted file read to the end
+        rows, _, seq = read_between(stream, list(files[j]), first, end.cursors[j],
                                     c.timestamp_column, c.out_of_order, warn)
         rows = rows.append_column(INPUT_COL, pa.array(np.full(len(seq), j, np.int32)))
         parts.append(rows.append_column(SEQ_COL, pa.array(seq)))

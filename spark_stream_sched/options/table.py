@@ -237,7 +237,9 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
         S(cli="demo --engine", kind="`spark`, `sink`, `runtime`", default="spark",
           meaning="the source, file streams into the sink, or the engine without Spark"),
         S(cli="demo --output", kind="directory", default="demo-output",
-          meaning="inputs, checkpoint and results (earlier results are replaced)"),
+          meaning="inputs, checkpoint and results: a new or empty directory, or one an "
+                  "earlier demo wrote (marked by its `_demo.json`), whose results and "
+                  "checkpoint are replaced"),
         S(cli="demo --tmp", kind="flag", default="off",
           meaning="use a temporary directory, removed afterwards"),
         S(cli="demo --rows", kind="integer", default="100000", meaning="rows to generate"),

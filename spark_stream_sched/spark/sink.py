@@ -22,18 +22,20 @@ How a micro-batch flows (``docs/sink.md``, "Where the work runs")::
 :func:`partition_for_sink` gives each partition group's rows to one task; without it a group
 split over tasks is merged on the driver (same result).
 
-The state location is owned by one query: at start the sink records (or checks) the owner —
-the checkpoint location, the query id Spark keeps in ``<checkpoint>/metadata``, the output path
-and the options' fingerprint — in ``<stateLocation>/_sink.json``, so a reused or shared location
-is refused with a message naming both queries. A batch id whose commit marker exists is then a
-replay (Spark re-runs the last batch after a crash) and writes nothing; a commit that crashed
-before its marker is recomputed from the previous state version, which rewrites its files
-under the same names; batch N is applied only on top of batch N-1's marker (a missing
-marker is an error naming it, never a silent gap). The protocol, drawn as a state machine with
-its crash points, is in :class:`~spark_stream_sched.runtime.engine.sink_commit.SinkCommitter` and
-``docs/sink.md``. Staged rows travel as Arrow IPC files and state as runtime snapshots: nothing
-here is pickled except the small commit message Spark itself requires (it carries each task's
-report: file names, bounds, counts).
+The state location is owned by one query: at start the sink records (or checks) the owner — the
+checkpoint location, the query id Spark keeps in ``<checkpoint>/metadata``, the output path and the
+options' fingerprint — in ``<stateLocation>/_sink.json``, so a reused or shared location is refused
+with a message naming both queries; the output path likewise, in ``<path>/_ordered-agg-sink.json``
+(created exclusively before the first write, checked at every commit), so a second query on one path
+is refused before it replaces any result. A batch id whose commit marker exists is then a replay
+(Spark re-runs the last batch after a crash) and writes nothing; a commit that crashed before its
+marker is recomputed from the previous state version, which rewrites its files under the same names;
+batch N is applied only on top of batch N-1's marker (a missing marker is an error naming it, never
+a silent gap). The protocol, drawn as a state machine with its crash points, is in
+:class:`~spark_stream_sched.runtime.engine.sink_commit.SinkCommitter` and ``docs/sink.md``. Staged
+rows travel as Arrow IPC files and state as runtime snapshots: nothing here is pickled except the
+small commit message Spark itself requires (it carries each task's report: file names, bounds,
+counts).
 
 Options are case-insensitive and validated on the driver when Spark creates the writer, i.e.
 when the first micro-batch is planned, before any row is written — not at ``start()``: pyspark
@@ -241,7 +243,7 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Ordere
             raise ConfigError(f"ordered-agg sink options (checked when Spark planned the first "
                               f"micro-batch; Spark calls a Python sink only after start() "
                               f"returned): {exc}") from exc
-        SinkCommitter(config).claim()  # a stateLocation of another query fails here too
+        SinkCommitter(config).claim()  # another query's stateLocation or path fails here
         return OrderedAggStreamWriter(config)
 
 

@@ -238,7 +238,8 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         (``runtime/state/batch_metrics.py``); a metrics file that cannot be written or read
         is logged as a warning and does not stop the query. Spark calls this when it has
         logged the *next* batch's offsets, so the last batch of a run is committed only by the
-        next run (docs/state_store.md, "Retention").
+        next run (docs/state_store.md, "Retention"). Nothing waits for it: the files that batch
+        read to the end may be deleted before the next run (``inputs/consumed.py``).
         """
         self.driver.committed(parse_offset(end, self._plan.config.n_inputs))
 

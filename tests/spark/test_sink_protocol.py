@@ -27,6 +27,7 @@ from spark_stream_sched.errors import SpillError, StateError
 from spark_stream_sched.jobs.runner import SEQUENCE_COLUMN
 from spark_stream_sched.runtime.state.commit_log import OWNER_FILE
 from spark_stream_sched.runtime.state.lock import LocationLock
+from spark_stream_sched.runtime.state.owner import OUTPUT
 from spark_stream_sched.spark import register, sink
 from spark_stream_sched.testing import faults
 from spark_stream_sched.testing.faults import STEPS, InjectedCrash, fill_disk, inject_crash
@@ -46,9 +47,11 @@ N_BATCHES = 4
 
 
 def _outputs(path: Path) -> dict[str, bytes]:
+    """Every file in the output path but its owner record (which names its query)."""
     if not path.is_dir():
         return {}
-    return Outputs({p.name: p.read_bytes() for p in sorted(path.iterdir())})
+    return Outputs({p.name: p.read_bytes() for p in sorted(path.iterdir())
+                    if p.name != OUTPUT.file})
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
@@ -238,9 +241,10 @@ def test_foreign_output_in_a_fresh_location_is_still_refused(tmp_path: Path) -> 
 def test_full_disk_fails_naming_the_file_then_recovers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_disk: Path,
         clean_output: dict[str, bytes]) -> None:
-    filler = fill_disk(small_disk)  # leaving no room for a result file
     opts = options(tmp_path, path=str(small_disk / "out"))
     writer = sink.OrderedAggStreamWriter(sink.parse_sink_options(opts))
+    sink.SinkCommitter(writer.config).claim()  # the query started: the path is claimed
+    filler = fill_disk(small_disk)  # leaving no room for a result file
     tasks = FakeTasks(monkeypatch, writer)
     batches = batches_of(make_inputs(), N_BATCHES, 2, seed=11)
 

@@ -19,9 +19,15 @@ Layout under ``stateLocation`` (default ``<checkpointLocation>/ordered-agg-sink`
     staging/batch-<id>/part-*.arrow rows (and results) the write tasks of batch <id> staged;
                                     deleted when batch <id> commits (or aborts)
 
-Every commit first sweeps the temporary files of interrupted writes from the location and the
-output directory (:mod:`~spark_stream_sched.runtime.state.sweep`); docs/state_store.md
-("Retention") has the rule of every file.
+and under the output ``path``::
+
+    _ordered-agg-sink.json          owner: checkpoint, Spark query id, stateLocation
+    part-batch-<id>.parquet         the windows batch <id> closed; part-final.parquet: the rest
+
+Every commit first sweeps the temporary files of interrupted writes from the location, and from
+the output directory once the owner records are checked
+(:mod:`~spark_stream_sched.runtime.state.sweep`); docs/state_store.md ("Retention") has the rule
+of every file.
 """
 
 from __future__ import annotations
@@ -123,7 +129,8 @@ class SinkCommitter:
              │        state batch-N ──> output part-batch-N ──> marker batch-N (commit point)
              │         [state_written]     [output_written]      [marker_written]
              v
-        (fresh location: claim it first [claimed]; the output path must hold no results)
+        (fresh location: claim it and the output path first [claimed]; the path must hold
+         no results, and another query's path is refused)
 
     A crash before the marker leaves at most files that the retried commit rewrites under the
     same names (it starts again from state N-1, and its manifest replaces the first one); after
@@ -141,23 +148,21 @@ class SinkCommitter:
                           self.config.fingerprint())
 
     def claim(self) -> None:
-        """Claim a fresh state location for this query, or check that it owns it.
+        """Claim a fresh state location and output path for this query, or check it owns them.
 
         Notes
         -----
         Called on the driver when the query starts (:func:`make_stream_writer`) and before each
-        commit, so a second query on the same ``stateLocation`` fails at ``start()``. A changed
-        definition fails first, naming the changed option (``runtime/query/recorded.py``).
+        commit, so a second query on the same ``stateLocation`` or ``path`` fails when Spark
+        plans its first micro-batch, before it writes anything
+        (:func:`~spark_stream_sched.runtime.state.commit_log.claim`). A changed definition fails
+        first, naming the changed option (``runtime/query/recorded.py``).
         """
         check_recorded(self.location, self.config.spec, self.config.wiring())
         check_group_function(self.config)
-        if claim(self.location, self._owner(), self._has_results()):
+        if claim(self.location, self._owner()):
             crash_point("sink.claimed", batch=0)
         record_spec(self.location, self.config.spec, self.config.wiring())
-
-    def _has_results(self) -> bool:
-        out = Path(self.config.path)
-        return out.is_dir() and any(out.glob("part-*.parquet"))
 
     def _previous(self, batch_id: int) -> dict[str, Any] | None:
         """The marker of batch ``batch_id - 1``; StateError when the log has a gap."""
@@ -207,9 +212,10 @@ class SinkCommitter:
         """
         started = time.process_time()
         with LocationLock(self.location, "ordered-agg sink").hold():
-            self._sweep()
+            sweep_temporaries(self.location)
             self._usage = location_figures(self.location)  # as the batch's tasks left it
             self.claim()
+            sweep_temporaries(self.config.path, recursive=False)  # the path is ours now
             marker = commit_path(self.location, batch_name(batch_id))
             if marker.exists():
                 logger.info("ordered-agg sink: batch %d is already committed; replay ignored",
@@ -257,8 +263,9 @@ class SinkCommitter:
             if not ((Path(self.location) / OWNER_FILE).exists() or marker_ids(self.location)
                     or commit_path(self.location, FINAL).exists()):
                 return None
-            self._sweep()
+            sweep_temporaries(self.location)
             self.claim()
+            sweep_temporaries(self.config.path, recursive=False)  # the path is ours now
             marker = commit_path(self.location, FINAL)
             if marker.exists():
                 return {**read_marker(marker), "replayed": True}
@@ -317,11 +324,6 @@ class SinkCommitter:
         logger.info("ordered-agg sink: committed %s: %d rows in, %d rows out", name,
                     applied.rows_in, record["rows_out"])
         return record
-
-    def _sweep(self) -> None:
-        """Remove the temporary files of interrupted writes (under the lock; no task runs)."""
-        sweep_temporaries(self.location)
-        sweep_temporaries(self.config.path, recursive=False)
 
     def _drop_staging(self, batch_id: int) -> None:
         """Remove the staging of this batch and of any older (aborted) batch."""

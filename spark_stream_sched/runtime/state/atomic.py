@@ -122,7 +122,12 @@ def create_exclusively(path: str, data: bytes) -> bool:
         Naming ``path``, when it cannot be written.
     """
     tmp = temp_path(path)
-    atomic_write(tmp, data, sync_dir=False)
+    try:
+        atomic_write(tmp, data, sync_dir=False)
+    except SpillError as exc:
+        if isinstance(exc.__cause__, OSError):  # name the file, not its temporary copy
+            raise spill_error(path, exc.__cause__, len(data)) from exc.__cause__
+        raise
     try:
         os.link(tmp, path)
     except FileExistsError:

@@ -1,6 +1,7 @@
-"""Owner records: a state location belongs to one query, for the source and the sink alike.
+"""Owner records: a location belongs to one query, for the source and the sink alike.
 
-A state location holds the state of exactly one query. A second query pointed at it -- a new
+A state location holds the state of exactly one query, and a sink's output path the results of
+exactly one query. A second query pointed at it -- a new
 checkpoint with an old ``stateLocation``, two queries sharing one -- must fail, naming both
 queries and what to do, before it writes a byte: the sink would otherwise take the old batches
 for replays and skip them, the source would recompute from scratch over the old versions (the
@@ -10,6 +11,9 @@ same offsets name the same versions). Each door keeps one checksummed record (no
                                     <checkpoint>/metadata, output path, options' fingerprint
     <stateLocation>/_source.json    the source's owner: its token, and whether a batch was
                                     planned with it
+    <path>/_ordered-agg-sink.json   the sink's output path's owner: checkpoint location, Spark
+                                    query id, state location (two queries on one path would
+                                    write the same ``part-batch-<id>.parquet`` names)
 
 The record is created once, exclusively
 (:func:`~spark_stream_sched.runtime.state.atomic.create_exclusively`, so two queries racing for a
@@ -57,12 +61,18 @@ def _sink_query(record: dict[str, Any]) -> str:
             f"{record.get('query_id')!r}, output path {record.get('output_path')!r}")
 
 
+def _output_query(record: dict[str, Any]) -> str:
+    return (f"checkpointLocation={record.get('checkpoint_location')!r}, Spark query id "
+            f"{record.get('query_id')!r}, stateLocation {record.get('state_location')!r}")
+
+
 @dataclass(frozen=True)
 class Door:
     """What one door records about the query that owns a location, and how it names one.
 
-    ``identity``: the fields that must be equal on every use; ``describe`` names a query from
-    its record; ``fix``: what to do when a second query meets the location.
+    ``place`` names the kind of location in messages (the option that sets it); ``identity``:
+    the fields that must be equal on every use; ``describe`` names a query from its record;
+    ``fix``: what to do when a second query meets the location.
     """
 
     what: str
@@ -71,6 +81,7 @@ class Door:
     identity: tuple[str, ...]
     describe: Callable[[dict[str, Any]], str]
     fix: str
+    place: str = "stateLocation"
 
 
 SINK = Door("ordered-agg sink", "_sink.json", "ordered-agg-sink-owner",
@@ -82,6 +93,10 @@ SOURCE = Door("ordered-agg source", "_source.json", "ordered-agg-source-owner", 
               "restart the original query from its own checkpointLocation, or give this query "
               "a new stateLocation (a fresh checkpointLocation over an old stateLocation would "
               "recompute every batch over the old query's state)")
+OUTPUT = Door("ordered-agg sink", "_ordered-agg-sink.json", "ordered-agg-sink-output-owner",
+              ("checkpoint_location", "query_id", "state_location"), _output_query,
+              "give this query its own path (with a new checkpointLocation), or stop it and "
+              "restart the original query from its own checkpoint", place="output path")
 
 
 def owner_path(location: str, door: Door) -> Path:
@@ -101,10 +116,10 @@ def read_owner(location: str, door: Door) -> dict[str, Any] | None:
     if not path.exists():
         return None
     owner = read_record(str(path), f"{door.what} owner record",
-                        "restore it or use a new stateLocation")
+                        f"restore it or use a new {door.place}")
     if owner.get("format") != door.format:
-        raise StateError(f"{path} is not an {door.what} owner record; this stateLocation "
-                         f"belongs to something else — use a new stateLocation")
+        raise StateError(f"{path} is not an {door.what} owner record; this {door.place} "
+                         f"belongs to something else — use a new {door.place}")
     return owner
 
 
@@ -116,8 +131,11 @@ def _stamped(door: Door, mine: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_owner(location: str, door: Door, mine: dict[str, Any]) -> bool:
-    """Record ``mine`` as the owner of a location that has none; True when this call did."""
-    os.makedirs(location, exist_ok=True)
+    """Record ``mine`` as the owner of a location that has none; True when this call did.
+
+    The location's directory is created when missing; a failure is a
+    :class:`~spark_stream_sched.errors.SpillError` naming the record.
+    """
     return create_exclusively(str(owner_path(location, door)), seal(_stamped(door, mine),
                                                                      indent=1))
 
@@ -130,9 +148,9 @@ def replace_owner(location: str, door: Door, mine: dict[str, Any]) -> None:
 def refusal(location: str, door: Door, owner: dict[str, Any], mine: str) -> StateError:
     """The error for a second query on ``location``: both queries and what to do."""
     return StateError(
-        f"{door.what} stateLocation {location} belongs to another query "
+        f"{door.what} {door.place} {location} belongs to another query "
         f"({door.describe(owner)}); this query has {mine}. Two queries cannot share {door.what} "
-        f"stateLocation: {door.fix}")
+        f"{door.place}: {door.fix}")
 
 
 def check_owner(location: str, door: Door, mine: dict[str, Any]) -> dict[str, Any]:
@@ -142,9 +160,9 @@ def check_owner(location: str, door: Door, mine: dict[str, Any]) -> dict[str, An
     """
     owner = read_owner(location, door)
     if owner is None:
-        raise StateError(f"{door.what} stateLocation {location} has no owner record "
+        raise StateError(f"{door.what} {door.place} {location} has no owner record "
                          f"{door.file}; it was removed or the location is damaged — restore it, "
-                         f"or use a new stateLocation")
+                         f"or use a new {door.place}")
     for field in door.identity:
         recorded = owner.get(field)
         if recorded is not None and recorded != mine.get(field):
@@ -251,3 +269,9 @@ def sink_owner(checkpoint_location: str | None, output_path: str,
     return {"checkpoint_location": checkpoint, "query_id": spark_query_id(checkpoint_location),
             "output_path": os.path.abspath(output_path), "fingerprint": fingerprint}
 
+
+
+def output_owner(sink: dict[str, Any], state_location: str) -> dict[str, Any]:
+    """The sink query ``sink`` (:func:`sink_owner`) as the owner record of its output path."""
+    return {"checkpoint_location": sink["checkpoint_location"], "query_id": sink["query_id"],
+            "state_location": os.path.abspath(state_location)}

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -46,6 +47,21 @@ def test_aggregate_writes_the_oracle_result(tmp_path: Path, capsys) -> None:
     assert "8 input rows from 2 inputs" in capsys.readouterr().out
     expected = reference_aggregate([A, B], WindowSpec(4000, 2000), ["meter"], AGGS)
     assert pq.read_table(out).to_pylist() == expected
+
+
+def test_signed_zeros_and_nan_payloads_are_one_key_each(tmp_path: Path) -> None:
+    """Keys 0.0, -0.0, NaN and a NaN with the sign bit: 2 window keys, as Spark groups them."""
+    signed_nan = np.array([0xFFF8000000000001], np.uint64).view(np.float64)[0]
+    table = pa.table({"ts": pa.array(range(8), pa.int64()),
+                      "k": pa.array([0.0, -0.0, np.nan, signed_nan] * 2, pa.float64())})
+    out = tmp_path / "out.parquet"
+    code = cli("aggregate", "--input", write_dir(table, tmp_path / "a", parts=1), "--key", "k",
+               "--window", "1 minute", "--agg", "count(*) as n", "--out", str(out))
+    assert code == 0
+    result = pq.read_table(out)
+    assert result.column("n").to_pylist() == [4, 4]
+    keys = result.column("k").to_numpy().view(np.uint64).tolist()
+    assert keys == [0x7FF8000000000000, 0]  # Spark's normalised values: the quiet NaN, 0.0
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -40,6 +40,7 @@ from spark_stream_sched.runtime.window.panes import (
     combine_windows,
     expand_to_windows,
     pane_partials,
+    with_group_keys,
 )
 from spark_stream_sched.runtime.window.spec import WindowSpec
 
@@ -219,12 +220,15 @@ class WindowAggregator:
         done = self._pending.slice(0, cut).combine_chunks()
         self._pending = self._pending.slice(cut)
         pane = np.floor_divide(ts[:cut], pane_ms)
+        done, grouping = with_group_keys(done, self.key_columns)
         partials = None
         if self.mode != "sparse" and dense_panes.supports(self.aggregates):
-            partials = dense_panes.pane_partials_dense(done, pane, self.key_columns,
-                                                       self.aggregates, force=self.mode == "dense")
+            partials = dense_panes.pane_partials_dense(done, pane, grouping, self.aggregates,
+                                                       force=self.mode == "dense")
         if partials is None:
-            partials = pane_partials(done, pane, self.key_columns, self.aggregates)
+            partials = pane_partials(done, pane, grouping, self.aggregates)
+        names = partials.column_names
+        partials = partials.rename_columns([PANE, *self.key_columns, *names[1 + len(grouping):]])
         self._panes.append(partials.select(self._partial_schema.names).cast(self._partial_schema))
 
     def _emit(self, bound: int) -> pa.Table:

@@ -135,6 +135,27 @@ def test_a_module_without_the_keyed_function_is_refused_without_running_it(
     assert not marker.exists()
 
 
+def test_a_plain_module_at_the_head_of_a_dotted_path_is_refused_without_running_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """udf(this.tests.runtime.keyed.udfs:summary) used to print the Zen of Python, then fail:
+    the tail of the path was found on sys.path, as if the plain module ``this`` were a package."""
+    name, marker = side_effect_module(tmp_path, "")
+    package = tmp_path / f"pkg_{uuid.uuid4().hex}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "udfs.py").write_text(
+        "import pyarrow as pa\n"
+        "from spark_stream_sched.runtime.keyed.user import keyed_function\n"
+        "@keyed_function(output_schema=pa.schema([('n', pa.int64())]))\n"
+        "def f(key, rows, state):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = f"{name}.{package.name}.udfs:f"
+    with pytest.raises(ConfigError, match=rf"operator 'udf\({re.escape(path)}\)'.*"
+                                          rf"module {name!r} is not a package.*none of"):
+        build(f"udf({path})", ["k"])
+    assert not marker.exists()
+
+
 def test_a_decorated_function_is_imported_and_runs(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     name, marker = side_effect_module(tmp_path, (

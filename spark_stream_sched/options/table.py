@@ -53,8 +53,9 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           "Spark interval (`30 seconds`, `30s`, `1 minute`)", "required",
           "window size; a bare number is refused; optional when operators give the result"),
         S("slide", "slide", ".window(size, slide)", "[query] slide", "--slide",
-          "Spark interval", "the window (tumbling)",
-          "window slide; windows are aligned to the epoch: `[k*slide, k*slide + window)`"),
+          "Spark interval, at least window / 10,000,000", "the window (tumbling)",
+          "window slide; windows are aligned to the epoch: `[k*slide, k*slide + window)`; a row "
+          "is in `window/slide` windows (docs/aggregates.md, \"Many windows per row\")"),
         S("aggregates", "aggregates", ".agg(...)", "[query] aggregates", "--agg (repeated)",
           "`expr as alias`, comma-separated", "required",
           "e.g. `count(*) as n, avg(value) as mean, first(value) as f` (docs/aggregates.md)"),

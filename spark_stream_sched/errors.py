@@ -13,7 +13,8 @@ that do not know this package::
     └── StateError (RuntimeError)         missing, corrupt or incompatible state / snapshots
         └── SpillError (OSError)          state could not be written to disk (e.g. disk full)
 
-Messages say what was wrong, where, and what to do about it.
+Messages say what was wrong, where, and what to do about it, on one line; :func:`abbreviated`
+quotes what the user wrote so that a huge option does not make a huge message.
 """
 
 from __future__ import annotations
@@ -130,3 +131,14 @@ class StateError(SparkStreamSchedError, RuntimeError):
 
 class SpillError(StateError, OSError):
     """State could not be written to disk (for example because the disk is full)."""
+
+
+def abbreviated(text: str, limit: int = 200) -> str:
+    """``repr(text)`` for a message: cut to its first characters and its length past ``limit``.
+
+    A message that quotes what the user wrote stays one short line however long the option
+    (a 1 MB aggregate list is shown as its first 180 characters and ``(1,048,576 characters)``).
+    """
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit - 20]!r}... ({len(text):,} characters)"

@@ -14,10 +14,14 @@ that do not know this package::
         └── SpillError (OSError)          state could not be written to disk (e.g. disk full)
 
 Messages say what was wrong, where, and what to do about it, on one line; :func:`abbreviated`
-quotes what the user wrote so that a huge option does not make a huge message.
+quotes what the user wrote so that a huge option does not make a huge message, and
+:func:`schema_line` shows a schema on one line.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 
 class SparkStreamSchedError(Exception):
@@ -142,3 +146,18 @@ def abbreviated(text: str, limit: int = 200) -> str:
     if len(text) <= limit:
         return repr(text)
     return f"{text[:limit - 20]!r}... ({len(text):,} characters)"
+
+
+def schema_line(schema: Iterable[Any]) -> str:
+    """A pyarrow schema on one line, ``(ts int64, v double)``, for a message.
+
+    ``str(schema)`` puts each field (and the metadata) on a line of its own, which would push the
+    reason and the fix of a message off its first line.
+    """
+    return "(" + ", ".join(f"{field.name} {field.type}" for field in schema) + ")"
+
+
+def one_line(exc: BaseException) -> str:
+    """``str(exc)`` with its line breaks (and runs of blanks) as single spaces."""
+    return " ".join(str(exc).split())
+

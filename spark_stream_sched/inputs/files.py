@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_stream_sched.errors import FormatMismatchError, InputError
+from spark_stream_sched.errors import FormatMismatchError, InputError, one_line, schema_line
 from spark_stream_sched.inputs.formats import canonical_format, get_format
 from spark_stream_sched.inputs.listing import file_identity
 from spark_stream_sched.inputs.sniff import format_mismatch
@@ -127,6 +127,7 @@ def conform(table: Any, schema: Any, path: str) -> Any:
     Types may widen (int32 to int64, integer to floating point, timestamp units); a column of
     another kind (integers where the schema has strings) is refused, not converted.
     """
+    own = table.schema
     try:
         table = table.select(schema.names)
         for field in schema:
@@ -135,9 +136,9 @@ def conform(table: Any, schema: Any, path: str) -> Any:
                                       f"{table.schema.field(field.name).type}, not {field.type}")
         return table.cast(schema)
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"file {path!r} has schema {table.schema}, which does not match the "
-                         f"input schema {schema}: {exc}; fix the file, or declare the schema "
-                         f"(option schema)") from exc
+        raise InputError(f"file {path!r} does not match the input's schema: {one_line(exc)}; "
+                         f"fix the file, or declare the schema (option schema); the file has "
+                         f"{schema_line(own)}, the input {schema_line(schema)}") from exc
 
 
 def read_file_rows(path: str, fmt: str, schema: Any, start: int = 0,

@@ -62,6 +62,11 @@ def test_wrong_schema_names_function_key_and_positions() -> None:
     assert "for key ('a',)" in text or "for key ('b',)" in text
     assert "(input 0, seq 1) .. (input 0, seq 1)" in text or \
         "(input 0, seq 0) .. (input 0, seq 2)" in text
+    # the reason and the fix come first, on one line (pyarrow's schema has a line per field)
+    assert "\n" not in text
+    assert text.endswith(" returned other columns than its output_schema: return its columns, "
+                         "in its order and types; it returned (x string), output_schema is "
+                         "(x int64)")
 
 
 def test_exception_inside_is_chained_with_key_and_positions() -> None:

@@ -13,10 +13,15 @@ that do not know this package::
     └── StateError (RuntimeError)         missing, corrupt or incompatible state / snapshots
         └── SpillError (OSError)          state could not be written to disk (e.g. disk full)
 
-Messages say what was wrong, where, and what to do about it.
+Messages say what was wrong, where, and what to do about it, on one line; :func:`abbreviated`
+quotes what the user wrote so that a huge option does not make a huge message, and
+:func:`schema_line` shows a schema on one line.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 
 class SparkStreamSchedError(Exception):
@@ -130,3 +135,29 @@ class StateError(SparkStreamSchedError, RuntimeError):
 
 class SpillError(StateError, OSError):
     """State could not be written to disk (for example because the disk is full)."""
+
+
+def abbreviated(text: str, limit: int = 200) -> str:
+    """``repr(text)`` for a message: cut to its first characters and its length past ``limit``.
+
+    A message that quotes what the user wrote stays one short line however long the option
+    (a 1 MB aggregate list is shown as its first 180 characters and ``(1,048,576 characters)``).
+    """
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit - 20]!r}... ({len(text):,} characters)"
+
+
+def schema_line(schema: Iterable[Any]) -> str:
+    """A pyarrow schema on one line, ``(ts int64, v double)``, for a message.
+
+    ``str(schema)`` puts each field (and the metadata) on a line of its own, which would push the
+    reason and the fix of a message off its first line.
+    """
+    return "(" + ", ".join(f"{field.name} {field.type}" for field in schema) + ")"
+
+
+def one_line(exc: BaseException) -> str:
+    """``str(exc)`` with its line breaks (and runs of blanks) as single spaces."""
+    return " ".join(str(exc).split())
+

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -46,6 +47,21 @@ def test_aggregate_writes_the_oracle_result(tmp_path: Path, capsys) -> None:
     assert "8 input rows from 2 inputs" in capsys.readouterr().out
     expected = reference_aggregate([A, B], WindowSpec(4000, 2000), ["meter"], AGGS)
     assert pq.read_table(out).to_pylist() == expected
+
+
+def test_signed_zeros_and_nan_payloads_are_one_key_each(tmp_path: Path) -> None:
+    """Keys 0.0, -0.0, NaN and a NaN with the sign bit: 2 window keys, as Spark groups them."""
+    signed_nan = np.array([0xFFF8000000000001], np.uint64).view(np.float64)[0]
+    table = pa.table({"ts": pa.array(range(8), pa.int64()),
+                      "k": pa.array([0.0, -0.0, np.nan, signed_nan] * 2, pa.float64())})
+    out = tmp_path / "out.parquet"
+    code = cli("aggregate", "--input", write_dir(table, tmp_path / "a", parts=1), "--key", "k",
+               "--window", "1 minute", "--agg", "count(*) as n", "--out", str(out))
+    assert code == 0
+    result = pq.read_table(out)
+    assert result.column("n").to_pylist() == [4, 4]
+    keys = result.column("k").to_numpy().view(np.uint64).tolist()
+    assert keys == [0x7FF8000000000000, 0]  # Spark's normalised values: the quiet NaN, 0.0
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -333,3 +349,61 @@ def test_a_udf_module_without_the_function_is_refused_before_its_code_runs(
     assert code == 2
     assert "IMPORT-TIME CODE RAN" not in captured.out + captured.err
     assert "defines no top-level function 'x' with @keyed_function" in captured.err
+
+
+#: Hostile option strings: each is one line naming what is wrong and the fix, at definition.
+HOSTILE = {
+    "nested parentheses": (["--where", "(" * 250 + "value > 1" + ")" * 250],
+                           "nests parentheses and 'not' more than 100 levels deep"),
+    "nested in an aggregate": (["--agg", "count_where(" + "(" * 250 + "value > 1" + ")" * 250
+                                + ") as c"], "more than 100 levels deep"),
+    # 1,001 flags, not 60,000: argparse takes quadratic time in the number of flags (the 1 MB
+    # option of 60,000 is tested on the spec, tests/runtime/query/test_spec.py)
+    "1,001 aggregates": ([x for i in range(1001) for x in ("--agg", f"count(*) as n{i}")],
+                         "1,001 aggregates given; at most 1,000 are supported per query"),
+    "reserved alias": (["--agg", "count(*) as __input"],
+                       "alias '__input' starts with '__', which is reserved"),
+    "reserved operator alias": (["--op", "delta(value) as __d"],
+                                "alias '__d' starts with '__', which is reserved"),
+    "aliases equal up to case": (["--agg", "count(*) as N", "--agg", "count(value) as n"],
+                                 "aggregate aliases 'N' and 'n' are equal up to case"),
+    "alias equal to the key up to case": (["--agg", "count(*) as Meter"],
+                                          "result columns 'meter' and 'Meter' are equal up to "
+                                          "case; Spark resolves column names without case"),
+    "alias equal to a window bound up to case": (["--agg", "count(*) as Window_End"],
+                                                 "'window_end' and 'Window_End' are equal"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_option_strings_are_one_line_at_definition(tmp_path: Path, capsys,
+                                                           case: str) -> None:
+    """They used to raise RecursionError, kill the driver's heap, or be written and then fail
+    in every task (``__input``) or in Spark's reader (COLUMN_ALREADY_EXISTS)."""
+    flags, message = HOSTILE[case]
+    if "--agg" not in flags:
+        flags = [*flags, "--agg", "count(*) as n"]
+    out = tmp_path / "o.parquet"
+    code = cli("aggregate", "--input", write_dir(A, tmp_path / "a"), "--key", "meter",
+               "--window", "4s", *flags, "--out", str(out))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err[:2000]
+    assert message in err
+    assert len(err) < 2000  # a 1 MB option is not repeated in the message
+    assert not out.exists()
+
+
+def test_a_long_and_chain_and_100_levels_of_nesting_run(tmp_path: Path) -> None:
+    """8,000 terms joined by 'and' used to raise RecursionError; they are one level deep."""
+    chain = " and ".join(f"value > {-i}" for i in range(8000))  # value > 0 and value > -1 ...
+    nested = "(" * 100 + "value > 2" + ")" * 100
+    a = write_dir(A, tmp_path / "a")
+    for i, where in enumerate((chain, f"{nested} or {chain}")):
+        out = tmp_path / f"o{i}.parquet"
+        assert cli("aggregate", "--input", a, "--key", "meter", "--window", "4s", "--where",
+                   where, "--agg", "count(*) as n", "--out", str(out)) == 0
+        kept = A.filter(pa.compute.greater(A.column("value"), 0))  # nulls drop out
+        expected = reference_aggregate([kept], WindowSpec(4000, 4000), ["meter"],
+                                       ["count(*) as n"])
+        assert pq.read_table(out).to_pylist() == expected

@@ -53,22 +53,27 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           "Spark interval (`30 seconds`, `30s`, `1 minute`)", "required",
           "window size; a bare number is refused; optional when operators give the result"),
         S("slide", "slide", ".window(size, slide)", "[query] slide", "--slide",
-          "Spark interval", "the window (tumbling)",
-          "window slide; windows are aligned to the epoch: `[k*slide, k*slide + window)`"),
+          "Spark interval, at least window / 10,000,000", "the window (tumbling)",
+          "window slide; windows are aligned to the epoch: `[k*slide, k*slide + window)`; a row "
+          "is in `window/slide` windows (docs/aggregates.md, \"Many windows per row\")"),
         S("aggregates", "aggregates", ".agg(...)", "[query] aggregates", "--agg (repeated)",
-          "`expr as alias`, comma-separated", "required",
-          "e.g. `count(*) as n, avg(value) as mean, first(value) as f` (docs/aggregates.md)"),
+          "`expr as alias`, comma-separated; at most 1,000", "required",
+          "e.g. `count(*) as n, avg(value) as mean, first(value) as f` (docs/aggregates.md); "
+          "aliases may not start with `__` (the runtime's columns), and no two result columns "
+          "(aliases, keys, `window_start`/`window_end`) may be equal up to case, which Spark "
+          "could not read back; at most 4,096 result columns"),
         S("outOfOrder", "outOfOrder", "out_of_order=", "[query] out_of_order", "--out-of-order",
           "`fail` or `drop`", "fail",
           "a row whose event time is below an earlier one of its input: stop naming both, or "
           "drop and count it", "fail"),
-        S("where", "where", "", "[query] where", "--where", "predicate", "none",
+        S("where", "where", "", "[query] where", "--where",
+          "predicate; parentheses and `not` nest at most 100 deep", "none",
           "keep only merged rows matching it before the windows, e.g. `kind = 'reading'`", ""),
         S("operators", "operators", ".operators(...)", "[query] operators", "--op (repeated)",
           "keyed operators, `;`-separated", "none",
           "per-key stages before the window (`delta`, `lag`, `running`, `dedup`, `where`, "
           "`sessionize`, `join`, `udf`; docs/keyed.md); without a window the last gives the "
-          "result", ""),
+          "result; an alias may not start with `__`", ""),
         S("partitionGroups", "partitionGroups", "partition_groups=", "[query] partition_groups",
           "", "integer 1..4096", "16",
           "partition groups: the units of state (fixed at first start)", "16"),

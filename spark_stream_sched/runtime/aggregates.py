@@ -16,8 +16,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import ExpressionError
+from spark_stream_sched.errors import ExpressionError, abbreviated
 from spark_stream_sched.runtime.expr import parse_predicate
+from spark_stream_sched.runtime.output_names import (
+    MAX_AGGREGATES,
+    case_clashes,
+    check_alias,
+    clash_message,
+)
 from spark_stream_sched.runtime.predicate import Predicate
 
 #: function name -> (takes a column, takes a predicate)
@@ -66,7 +72,7 @@ def _closing_paren(text: str, open_at: int) -> int:
             depth -= 1
             if depth == 0:
                 return i
-    raise ExpressionError(f"aggregate {text!r}: unbalanced parentheses")
+    raise ExpressionError(f"aggregate {abbreviated(text)}: unbalanced parentheses")
 
 
 @dataclass(frozen=True)
@@ -90,23 +96,24 @@ def parse_aggregate(text: str) -> AggSpec:
     """Parse one aggregate expression such as ``"first_where(v, kind = 'alarm') as fa"``."""
     match = _NAME.match(text)
     if not match:
-        raise ExpressionError(f"aggregate {text!r}: expected 'function(args) as alias'")
+        raise ExpressionError(f"aggregate {abbreviated(text)}: expected 'function(args) as alias'")
     func = match.group(1).lower()
     if func not in FUNCTIONS:
-        raise ExpressionError(f"aggregate {text!r}: unknown function {func!r}; "
+        raise ExpressionError(f"aggregate {abbreviated(text)}: unknown function {func!r}; "
                               f"known: {', '.join(sorted(FUNCTIONS))}")
     close = _closing_paren(text, match.end() - 1)
     inner, rest = text[match.end():close].strip(), text[close + 1:]
     alias_match = _ALIAS.match(rest) if rest.strip() else None
     if rest.strip() and not alias_match:
-        raise ExpressionError(f"aggregate {text!r}: expected 'as alias' after the call, "
+        raise ExpressionError(f"aggregate {abbreviated(text)}: expected 'as alias' after the call, "
                               f"found {rest.strip()!r}")
     takes_col, takes_pred = FUNCTIONS[func]
     column = predicate = None
     if takes_col and takes_pred:
         args = split_top_level(inner)
         if len(args) < 2:
-            raise ExpressionError(f"aggregate {text!r}: {func} needs (column, predicate)")
+            raise ExpressionError(f"aggregate {abbreviated(text)}: {func} needs "
+                                  f"(column, predicate)")
         column, predicate = args[0], inner.split(",", 1)[1].strip()
     elif takes_pred:
         predicate = inner
@@ -115,13 +122,14 @@ def parse_aggregate(text: str) -> AggSpec:
     if column is not None:
         column = column.strip("`")
         if not column or (column == "*" and func != "count"):
-            raise ExpressionError(f"aggregate {text!r}: {func} needs a column name")
+            raise ExpressionError(f"aggregate {abbreviated(text)}: {func} needs a column name")
     if takes_pred and not predicate:
-        raise ExpressionError(f"aggregate {text!r}: {func} needs a predicate")
+        raise ExpressionError(f"aggregate {abbreviated(text)}: {func} needs a predicate")
     if predicate:
         _check_predicate_syntax(text, predicate)
     default_alias = f"{func}({inner})"
     alias = alias_match.group(1).strip("`") if alias_match else default_alias
+    check_alias(alias, f"aggregate {abbreviated(text)}")
     return AggSpec(func, column, predicate, alias)
 
 
@@ -133,20 +141,25 @@ def _check_predicate_syntax(text: str, predicate: str) -> None:
     try:
         parse_predicate(predicate)
     except ExpressionError as exc:
-        raise ExpressionError(f"aggregate {text!r}: {exc}") from exc
+        raise ExpressionError(f"aggregate {abbreviated(text)}: {exc}") from exc
 
 
 def parse_aggregates(items: str | Iterable[str]) -> list[AggSpec]:
-    """Parse a comma-separated string or a list of aggregate expressions; aliases must differ."""
+    """Parse a comma-separated string or a list of aggregate expressions.
+
+    At most :data:`~.output_names.MAX_AGGREGATES` (counted before any is parsed); aliases must
+    differ up to case (:mod:`~.output_names`).
+    """
     texts = split_top_level(items) if isinstance(items, str) else list(items)
     if not texts:
         raise ExpressionError("no aggregates given; e.g. 'count(*) as n'")
+    if len(texts) > MAX_AGGREGATES:
+        raise ExpressionError(f"{len(texts):,} aggregates given; at most {MAX_AGGREGATES:,} "
+                              f"are supported per query")
     specs = [parse_aggregate(t) for t in texts]
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.alias in seen:
-            raise ExpressionError(f"aggregate alias {spec.alias!r} is used twice")
-        seen.add(spec.alias)
+    pairs = case_clashes(spec.alias for spec in specs)
+    if pairs:
+        raise ExpressionError(clash_message(pairs, "aggregate alias", "aggregate aliases"))
     return specs
 
 

@@ -13,6 +13,9 @@ Grammar (keywords are case-insensitive; never ``eval``)::
                 | operand                       -- a boolean column or literal
     operand    := COLUMN | `quoted column` | NUMBER | STRING | "true" | "false" | "null"
 
+A chain of ``and`` (or ``or``) of any length is one node; parentheses and ``not`` may nest at
+most :data:`MAX_NESTING` levels deep.
+
 Semantics follow Spark SQL's three-valued logic: a comparison with null is null, ``and``/``or``
 are Kleene, ``not null`` is null, and a predicate that ends up null counts as false.
 ``rlike`` uses RE2 syntax in the vectorised path (Arrow) and Python's ``re.search`` in the row
@@ -34,13 +37,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.errors import ExpressionError
+from spark_stream_sched.errors import ExpressionError, abbreviated
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
     r"|(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
     r"|(?P<qid>`[^`]+`)|(?P<id>[A-Za-z_][A-Za-z_0-9.]*)|(?P<op><=|>=|==|!=|<>|[=<>()]))"
 )
+#: Most parentheses and ``not`` a predicate may nest (each level is a few Python frames when it
+#: is parsed, checked and evaluated; 250 levels used to raise RecursionError).
+MAX_NESTING = 100
 _KEYWORDS = {"and", "or", "not", "is", "null", "contains", "rlike", "true", "false"}
 _CMP: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
     "=": ("equal", operator.eq), "==": ("equal", operator.eq),
@@ -60,14 +66,12 @@ class Token:
 def tokenize(text: str) -> list[Token]:
     """Split ``text`` into tokens; raise ExpressionError at the first unknown character."""
     tokens: list[Token] = []
-    pos = 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
+    pos, end = 0, len(text.rstrip())  # trailing blanks end the text (linear in its length)
+    while pos < end:
         match = _TOKEN.match(text, pos)
         if not match:
             raise ExpressionError(
-                f"cannot parse {text!r} at position {pos}: {text[pos:pos + 10]!r}")
+                f"cannot parse {abbreviated(text)} at position {pos}: {text[pos:pos + 10]!r}")
         kind = match.lastgroup or "op"
         value, start = match.group(kind), match.start(kind)
         if kind == "id" and value.lower() in _KEYWORDS:
@@ -116,12 +120,13 @@ class Compare(Node):
 
 @dataclass(frozen=True)
 class Logical(Node):
+    """``a and b and c`` (or ``or``) as one node: a chain of any length nests one level."""
+
     op: str  # "and" | "or"
-    left: Node
-    right: Node
+    children: tuple[Node, ...]
 
     def columns(self) -> set[str]:
-        return self.left.columns() | self.right.columns()
+        return set().union(*(child.columns() for child in self.children))
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,7 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0  # parentheses and 'not' open around the current token
 
     def peek(self) -> Token:
         return self.tokens[self.i]
@@ -169,7 +175,7 @@ class _Parser:
     def fail(self, what: str) -> ExpressionError:
         token = self.peek()
         found = token.text or "end of input"
-        return ExpressionError(f"in predicate {self.text!r} at position {token.pos}: "
+        return ExpressionError(f"in predicate {abbreviated(self.text)} at position {token.pos}: "
                                f"expected {what}, found {found!r}")
 
     def accept_kw(self, word: str) -> bool:
@@ -185,29 +191,44 @@ class _Parser:
         return node
 
     def or_expr(self) -> Node:
-        node = self.and_expr()
+        children = [self.and_expr()]
         while self.accept_kw("or"):
-            node = Logical("or", node, self.and_expr())
-        return node
+            children.append(self.and_expr())
+        return children[0] if len(children) == 1 else Logical("or", tuple(children))
 
     def and_expr(self) -> Node:
-        node = self.not_expr()
+        children = [self.not_expr()]
         while self.accept_kw("and"):
-            node = Logical("and", node, self.not_expr())
-        return node
+            children.append(self.not_expr())
+        return children[0] if len(children) == 1 else Logical("and", tuple(children))
 
     def not_expr(self) -> Node:
         if self.accept_kw("not"):
-            return Not(self.not_expr())
+            self.deeper()
+            node = Not(self.not_expr())
+            self.depth -= 1
+            return node
         return self.predicate()
+
+    def deeper(self) -> None:
+        """Enter one more level of nesting (ExpressionError past :data:`MAX_NESTING`)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ExpressionError(
+                f"the predicate nests parentheses and 'not' more than {MAX_NESTING} levels "
+                f"deep (at position {self.tokens[self.i - 1].pos} of its {len(self.text):,} "
+                f"characters); at most {MAX_NESTING} are supported (a and b and c needs no "
+                f"parentheses)")
 
     def predicate(self) -> Node:
         if self.peek().kind == "op" and self.peek().text == "(":
             self.next()
+            self.deeper()
             node = self.or_expr()
             if self.next().text != ")":
                 self.i -= 1
                 raise self.fail("')'")
+            self.depth -= 1
             return node
         left = self.operand()
         token = self.peek()
@@ -265,13 +286,13 @@ def check_regex(pattern: str, text: str) -> None:
         pc.match_substring_regex(pa.array([""], pa.string()), pattern)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise ExpressionError(
-            f"predicate {text!r}: bad regular expression {pattern!r}: RE2, the engine rlike "
-            f"runs on, refuses it ({exc}); fix the pattern (RE2 has no back-references such "
+            f"predicate {abbreviated(text)}: bad regular expression {pattern!r}: RE2, the engine "
+            f"rlike runs on, refuses it ({exc}); fix the pattern (RE2 has no back-references such "
             f"as \\1 and no look-arounds)") from exc
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ExpressionError(f"predicate {text!r}: bad regular expression {pattern!r}: "
+        raise ExpressionError(f"predicate {abbreviated(text)}: bad regular expression {pattern!r}: "
                               f"{exc}") from exc
 
 

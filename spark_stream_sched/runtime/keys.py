@@ -147,6 +147,21 @@ def canonical(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return array
 
 
+def canonical_keys(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """``table`` with each of ``key_columns`` in its :func:`canonical` form, types kept.
+
+    Only floating values change: ``-0.0`` becomes ``0.0`` and every NaN the one quiet NaN,
+    the value a group of equal keys is emitted with (Spark's grouping normalises its keys
+    so). Other columns are untouched.
+    """
+    for name in key_columns:
+        i = table.schema.get_field_index(name)
+        kind = table.schema.field(i).type
+        if pa.types.is_floating(canonical_type(kind)):
+            table = table.set_column(i, name, canonical(table.column(i)).cast(kind))
+    return table
+
+
 def _codes(array: pa.Array) -> np.ndarray:
     """Dictionary index of every value of a canonical column (nulls get an index of their own)."""
     indices = pc.dictionary_encode(array, null_encoding="encode").indices

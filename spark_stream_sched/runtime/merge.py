@@ -27,7 +27,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.errors import ConfigError, InputError, OutOfOrderError
+from spark_stream_sched.errors import (
+    ConfigError,
+    InputError,
+    OutOfOrderError,
+    one_line,
+    schema_line,
+)
 from spark_stream_sched.runtime.packets import (
     INPUT_COL,
     SEQ_COL,
@@ -228,9 +234,9 @@ class SMerge:
             return table.select(self.schema.names).cast(self.schema)
         except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
             raise InputError(
-                f"input {input_id}: schema {table.schema} does not match the first input's "
-                f"schema {self.schema}: {exc}"
-            ) from exc
+                f"input {input_id} does not match the first input's schema: {one_line(exc)}; "
+                f"give every input the same columns and types; input {input_id} has "
+                f"{schema_line(table.schema)}, the first {schema_line(self.schema)}") from exc
 
     def push(self, input_id: int, data: Data) -> None:
         """Buffer the next tuples of input ``input_id`` (in that input's order).

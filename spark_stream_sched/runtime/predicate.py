@@ -6,6 +6,7 @@ outcome counts as false).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.errors import ExpressionError
+from spark_stream_sched.errors import ExpressionError, abbreviated
 from spark_stream_sched.runtime.expr import (
     _CMP,
     Column,
@@ -56,26 +57,28 @@ def _kind(node: Node, schema: pa.Schema) -> str:
 def _check(node: Node, schema: pa.Schema, text: str, as_predicate: bool = True) -> None:
     for name in sorted(node.columns()):
         if name not in schema.names:
-            raise ExpressionError(f"predicate {text!r} uses unknown column {name!r}; "
+            raise ExpressionError(f"predicate {abbreviated(text)} uses unknown column {name!r}; "
                                   f"columns are {schema.names}")
     if isinstance(node, Compare):
         left, right = _kind(node.left, schema), _kind(node.right, schema)
         if "null" not in (left, right) and left != right:
-            raise ExpressionError(f"predicate {text!r} compares a {left} with a {right}")
+            raise ExpressionError(f"predicate {abbreviated(text)} compares a {left} with a {right}")
     elif isinstance(node, Match):
         if _kind(node.child, schema) != "string":
-            raise ExpressionError(f"predicate {text!r}: {node.op} needs a string column")
+            raise ExpressionError(f"predicate {abbreviated(text)}: {node.op} needs a string column")
         if node.op == "rlike":
             check_regex(node.pattern, text)
     elif as_predicate and isinstance(node, Column) and _kind(node, schema) != "bool":
-        raise ExpressionError(f"predicate {text!r}: column {node.name!r} is not boolean; "
-                              f"compare it with a value")
+        raise ExpressionError(f"predicate {abbreviated(text)}: column {node.name!r} is not "
+                              f"boolean; compare it with a value")
     for child in _children(node):
         _check(child, schema, text, isinstance(node, Logical | Not))
 
 
 def _children(node: Node) -> list[Node]:
-    if isinstance(node, Compare | Logical):
+    if isinstance(node, Logical):
+        return list(node.children)
+    if isinstance(node, Compare):
         return [node.left, node.right]
     if isinstance(node, Not | IsNull | Match):
         return [node.child]
@@ -91,7 +94,7 @@ def _eval(node: Node, table: pa.Table) -> Any:
         return getattr(pc, _CMP[node.op][0])(_eval(node.left, table), _eval(node.right, table))
     if isinstance(node, Logical):
         fn = pc.and_kleene if node.op == "and" else pc.or_kleene
-        return fn(_eval(node.left, table), _eval(node.right, table))
+        return functools.reduce(fn, (_eval(child, table) for child in node.children))
     if isinstance(node, Not):
         return pc.invert(_eval(node.child, table))
     if isinstance(node, IsNull):
@@ -116,15 +119,12 @@ def _eval_row(node: Node, row: dict[str, Any]) -> Any:  # noqa: C901 - a flat di
         if left is None or right is None:
             return None
         return bool(_CMP[node.op][1](left, right))
-    if isinstance(node, Logical):
-        left, right = _eval_row(node.left, row), _eval_row(node.right, row)
-        if node.op == "and":
-            if left is False or right is False:
-                return False
-            return None if left is None or right is None else True
-        if left is True or right is True:
-            return True
-        return None if left is None or right is None else False
+    if isinstance(node, Logical):  # Kleene: a deciding value wins, else null if any is null
+        values = [_eval_row(child, row) for child in node.children]
+        decisive = node.op == "or"
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
     if isinstance(node, Not):
         value = _eval_row(node.child, row)
         return None if value is None else not value

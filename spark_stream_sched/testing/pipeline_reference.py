@@ -28,7 +28,7 @@ from spark_stream_sched.runtime.predicate import Predicate
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.testing import keyed_reference as ref
 from spark_stream_sched.testing.join_reference import reference_join
-from spark_stream_sched.testing.reference import _key_order, _ms, fold, merged_rows
+from spark_stream_sched.testing.reference import _key_order, _ms, fold, group_key, merged_rows
 from spark_stream_sched.testing.session_reference import reference_sessions
 
 Row = dict[str, Any]
@@ -103,7 +103,7 @@ def _windows(table: pa.Table, spec: QuerySpec) -> list[Row]:
     groups: dict[tuple[int, tuple[Any, ...]], list[Row]] = defaultdict(list)
     for row in ref.ordered(table, spec.timestamp_column):
         for k in window.windows_of(_ms(row[spec.timestamp_column])):
-            groups[(k, tuple(row[c] for c in keys))].append(row)
+            groups[(k, group_key(row, keys))].append(row)
     out = []
     for k, key in sorted(groups, key=lambda g: (g[0], _key_order(g[1]))):
         start = k * window.slide_ms

@@ -102,8 +102,24 @@ def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
     return hits[0] if spec.func == "first_where" else hits[-1]
 
 
+def group_key(row: dict[str, Any], columns: list[str]) -> tuple[Any, ...]:
+    """The row's key as Spark's grouping compares and emits it.
+
+    ``-0.0`` is ``0.0`` and every NaN (any sign or payload) is the one object :data:`math.nan`,
+    so equal keys are one dict key (a tuple compares its items by identity first).
+    """
+    return tuple(_normalised(row[c]) for c in columns)
+
+
+def _normalised(value: Any) -> Any:
+    if isinstance(value, float):
+        return math.nan if math.isnan(value) else value + 0.0
+    return value
+
+
 def _key_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((0,) if v is None else (1, v) for v in key)
+    """Ascending key order of the results: nulls first, then NaN, then the numbers."""
+    return tuple((0,) if v is None else (1,) if v != v else (2, v) for v in key)
 
 
 def reference_aggregate(inputs: list[pa.Table], window: WindowSpec, keys: list[str],
@@ -114,7 +130,7 @@ def reference_aggregate(inputs: list[pa.Table], window: WindowSpec, keys: list[s
     groups: dict[tuple[int, tuple[Any, ...]], list[dict[str, Any]]] = defaultdict(list)
     for row in merged_rows(inputs, ts, policy):
         for k in window.windows_of(row["__ts"]):
-            groups[(k, tuple(row[c] for c in keys))].append(row)
+            groups[(k, group_key(row, keys))].append(row)
     out = []
     for k, key in sorted(groups, key=lambda g: (g[0], _key_order(g[1]))):
         start = k * window.slide_ms

@@ -5,7 +5,8 @@ Plain Python over row dicts, written for clarity, not speed. It restates the sem
 Prasaad et al. (2018), Table 1, TPCx-BB Q2/Q4: a tuple at most ``gap`` after the last tuple of its
 key's session joins it, as Spark merges touching event windows; keys group as in Spark: nulls are
 one key, ``-0.0`` is ``0.0``, NaN is NaN) and shares only the parsers and :func:`~.reference.fold`
-with the runtime. A session's key columns hold the values of its first tuple.
+with the runtime. A session's key columns hold its key as Spark emits it (``-0.0`` as ``0.0``,
+NaN as the quiet NaN).
 """
 
 from __future__ import annotations
@@ -16,13 +17,7 @@ import pyarrow as pa
 
 from spark_stream_sched.runtime.aggregates import parse_aggregates
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
-from spark_stream_sched.testing.keyed_reference import key_of
-from spark_stream_sched.testing.reference import fold
-
-
-def _ascending(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Sort key for key tuples: ascending, nulls first (Spark's ascending order)."""
-    return tuple((0,) if v is None else (1, v) for v in key)
+from spark_stream_sched.testing.reference import _key_order, fold, group_key
 
 
 def reference_sessions(rows: pa.Table, keys: list[str], gap_ms: int,
@@ -38,7 +33,7 @@ def reference_sessions(rows: pa.Table, keys: list[str], gap_ms: int,
     open_sessions: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     sessions: list[list[dict[str, Any]]] = []
     for row in ordered:
-        key = key_of(row, keys)
+        key = group_key(row, keys)
         current = open_sessions.get(key)
         if current is not None and row[ts] <= current[-1][ts] + gap_ms:
             current.append(row)
@@ -51,9 +46,9 @@ def reference_sessions(rows: pa.Table, keys: list[str], gap_ms: int,
     for members in sessions:
         result: dict[str, Any] = {"session_start": members[0][ts],
                                   "session_end": members[-1][ts] + gap_ms}
-        result.update({c: members[0][c] for c in keys})  # the values of its first tuple
+        result.update(zip(keys, group_key(members[0], keys), strict=True))
         for spec in specs:
             result[spec.alias] = fold(spec, members, rows.schema)
         out.append(result)
     return sorted(out, key=lambda r: (r["session_end"], r["session_start"],
-                                      _ascending(tuple(r[c] for c in keys))))
+                                      _key_order(tuple(r[c] for c in keys))))

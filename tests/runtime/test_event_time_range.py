@@ -25,7 +25,12 @@ from spark_stream_sched.runtime.packets import (
     event_times,
 )
 from spark_stream_sched.runtime.query import OrderedAggregation
-from spark_stream_sched.runtime.window.spec import MAX_DURATION_MS, WindowSpec, parse_duration
+from spark_stream_sched.runtime.window.spec import (
+    MAX_DURATION_MS,
+    MAX_WINDOWS_PER_ROW,
+    WindowSpec,
+    parse_duration,
+)
 from spark_stream_sched.testing.reference import reference_aggregate
 
 from .test_properties import assert_rows_equal
@@ -145,6 +150,7 @@ def test_every_window_of_a_supported_ts_ends_inside_int64_and_closes_at_finish(
     final ready bound TS_MAX closes (emits) every window: none is silently lost. A longer
     window, which could break this, is refused."""
     size, slide = max(size, slide), min(size, slide)
+    slide = max(slide, -(-size // MAX_WINDOWS_PER_ROW))  # longer: refused (tested elsewhere)
     with pytest.raises(ConfigError, match="longer than the supported event-time span"):
         WindowSpec(size + MAX_DURATION_MS, slide)
     spec = WindowSpec(size, slide)

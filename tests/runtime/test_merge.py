@@ -76,6 +76,18 @@ def test_out_of_order_drop_counts_and_keeps_positions() -> None:
     assert merge.dropped == [2]
 
 
+def test_a_schema_mismatch_is_one_line_with_the_reason_and_the_fix_first() -> None:
+    """pyarrow's schema (a line per field) used to come first, the reason and the fix after."""
+    merge = SMerge(2)
+    merge.push(0, pa.table({"ts": pa.array([1], pa.int64()), "v": [1.0]}))
+    with pytest.raises(InputError) as info:
+        merge.push(1, pa.table({"ts": pa.array([1], pa.int64()), "v": ["x"]}))
+    assert str(info.value) == (
+        "input 1 does not match the first input's schema: Failed to parse string: 'x' as a "
+        "scalar of type double; give every input the same columns and types; input 1 has "
+        "(ts int64, v string), the first (ts int64, v double)")
+
+
 def test_bad_inputs_give_clear_errors() -> None:
     merge = SMerge(1)
     with pytest.raises(InputError, match="timestamp column 'ts' not found"):

@@ -74,3 +74,22 @@ def test_batch_read_option_error_fails_at_load_with_one_line(spark, tmp_path) ->
         spark.read.format("ordered-agg").options(**opts).load()
     assert "ConfigError: unknown option 'numpartitons'" in str(info.value).splitlines()[0]
 
+
+
+@pytest.mark.parametrize(("aggregates", "first_line"), [
+    ("count(*) as Meter", "ConfigError: result columns 'meter' and 'Meter' are equal up to case; "
+                          "Spark resolves column names without case"),
+    ("count(*) as __input", "ConfigError: option aggregates='count(*) as __input': aggregate "
+                            "'count(*) as __input': alias '__input' starts with '__', which is "
+                            "reserved"),
+])
+def test_an_alias_spark_could_not_read_back_fails_at_load_with_one_line(
+        spark, tmp_path, aggregates: str, first_line: str) -> None:
+    """Such aliases used to be written (Spark's reader then failed: COLUMN_ALREADY_EXISTS) or
+    accepted and fail in every task (``__input``)."""
+    root = str(tmp_path / "in")
+    write_inputs(root, n_inputs=1, rows=50)
+    opts = source_options(root, 1, str(tmp_path / "state"), aggregates=aggregates)
+    with pytest.raises(Exception, match="ConfigError") as info:
+        spark.read.format("ordered-agg").options(**opts).load()
+    assert first_line in str(info.value).splitlines()[0]

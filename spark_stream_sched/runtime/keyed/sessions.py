@@ -22,7 +22,8 @@ input, seq)``::
   ``bound > last_ts + gap`` (every later tuple has ``ts >= bound``, so none can touch it);
   :meth:`finish` emits the sessions still open;
 * keys group by value as in Spark (:func:`~spark_stream_sched.runtime.keys.key_codes`: nulls
-  are one key, ``-0.0`` is ``0.0``, NaN is NaN); a session's key columns hold its first tuple's;
+  are one key, ``-0.0`` is ``0.0``, NaN is NaN); a session's key columns hold the key in
+  canonical form (:func:`~..keys.canonical_keys`: ``0.0``, the quiet NaN), as Spark emits it;
 * output columns: ``session_start``, ``session_end``, the key columns, one column per aggregate
   alias (the types of the window aggregator; order-sensitive aggregates follow the total order);
 * output order within one call: ``(session_end, session_start, keys)`` ascending, nulls first.
@@ -49,7 +50,7 @@ from spark_stream_sched.runtime.aggregates import BoundAggregate, bind, parse_ag
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.stage import StageSpec
-from spark_stream_sched.runtime.keys import key_codes
+from spark_stream_sched.runtime.keys import canonical_keys, key_codes
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.state import snapshot
 from spark_stream_sched.runtime.window.panes import PANE, WINDOW, combine_windows, pane_partials
@@ -201,7 +202,8 @@ class Sessionize(KeyedOperator):
         self._rows = pa.concat_tables([self._rows, rows.append_column(_SID, pa.array(row_sid))])
         opened_now = self._sessions.set_column(
             self._sessions.schema.get_field_index(_LAST), _LAST, pa.array(last))
-        born = rows.take(pa.array(order[starts[fresh]])).select(self.key_columns)
+        born = canonical_keys(rows.take(pa.array(order[starts[fresh]])).select(self.key_columns),
+                              self.key_columns)
         for name, values in ((_SID, sid[fresh]), (_START, ts[starts[fresh]]),
                              (_LAST, ts[ends[fresh]])):
             born = born.append_column(name, pa.array(values, pa.int64()))

@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, abbreviated
 from spark_stream_sched.runtime.aggregates import split_top_level
 from spark_stream_sched.runtime.names import did_you_mean
+from spark_stream_sched.runtime.output_names import check_alias
 
 _STAGE = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\((.*)\)\s*"
                     r"(?:\s[Aa][Ss]\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*))?\s*$", re.DOTALL)
@@ -60,7 +61,7 @@ class StageSpec:
 
     def fail(self, message: str) -> ConfigError:
         """A ConfigError naming this stage as written."""
-        return ConfigError(f"operator {self.text()!r}: {message}")
+        return ConfigError(f"operator {abbreviated(self.text())}: {message}")
 
 
 #: Stage name -> operator class (filled by ``keyed.base.register``; classes typed loosely here
@@ -87,29 +88,31 @@ def parse_stage(text: str) -> StageSpec:
     """
     match = _STAGE.match(text)
     if match is None:
-        raise ConfigError(f"operator {text!r} is not of the form name(arguments) [as alias], "
-                          f"e.g. 'delta(kwh) as d_kwh'")
+        raise ConfigError(f"operator {abbreviated(text)} is not of the form name(arguments) "
+                          f"[as alias], e.g. 'delta(kwh) as d_kwh'")
     name, body, alias = match.group(1).lower(), match.group(2), match.group(3)
     if name not in operator_names():
-        raise ConfigError(f"operator {text!r}: {name!r} is not an operator"
+        raise ConfigError(f"operator {abbreviated(text)}: {name!r} is not an operator"
                           f"{did_you_mean(name, operator_names())} Operators: "
                           f"{', '.join(operator_names())}")
     args: list[str] = []
     kwargs: list[tuple[str, str]] = []
     stripped = body.strip()
     if re.search(r",\s*,", stripped) or stripped.startswith(",") or stripped.endswith(","):
-        raise ConfigError(f"operator {text!r} has an empty argument")
+        raise ConfigError(f"operator {abbreviated(text)} has an empty argument")
     for part in split_top_level(body):
         keyword = _KEYWORD.match(part)
         if keyword is not None and not part.strip().startswith(("'", '"')):
             if any(k == keyword.group(1) for k, _ in kwargs):
-                raise ConfigError(f"operator {text!r} sets {keyword.group(1)!r} twice")
+                raise ConfigError(f"operator {abbreviated(text)} sets {keyword.group(1)!r} twice")
             kwargs.append((keyword.group(1).lower(), _unquoted(keyword.group(2))))
         elif kwargs:
-            raise ConfigError(f"operator {text!r}: positional argument {part.strip()!r} "
+            raise ConfigError(f"operator {abbreviated(text)}: positional argument {part.strip()!r} "
                               f"after a keyword argument")
         else:
             args.append(_unquoted(part))
+    if alias:
+        check_alias(alias.strip("`"), f"operator {abbreviated(text)}")
     return StageSpec(name, tuple(args), tuple(kwargs), alias.strip("`") if alias else None)
 
 

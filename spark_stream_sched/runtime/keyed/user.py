@@ -58,7 +58,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.errors import ConfigError, InputError, StateError
+from spark_stream_sched.errors import ConfigError, InputError, StateError, schema_line
 from spark_stream_sched.runtime.keyed import user_path
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, check_stage, register
 from spark_stream_sched.runtime.keyed.groups import (
@@ -229,7 +229,7 @@ class UserFunction(KeyedOperator):
             return expected.empty_table(), np.zeros(0, dtype=np.int64)
         if not isinstance(result, pa.Table):
             raise InputError(f"{self._where(key, part)} returned a {type(result).__name__}; "
-                             f"return a pyarrow.Table of {expected} or None")
+                             f"return a pyarrow.Table of {schema_line(expected)} or None")
         produced_by = np.full(result.num_rows, part.num_rows - 1, dtype=np.int64)
         if ROW_COL in result.column_names:
             rows = result.column(ROW_COL)
@@ -241,8 +241,10 @@ class UserFunction(KeyedOperator):
             result = result.drop_columns([ROW_COL])
         got = [(f.name, f.type) for f in result.schema]
         if got != [(f.name, f.type) for f in expected]:
-            raise InputError(f"{self._where(key, part)} returned columns {result.schema} but "
-                             f"its output_schema is {expected}")
+            raise InputError(f"{self._where(key, part)} returned other columns than its "
+                             f"output_schema: return its columns, in its order and types; it "
+                             f"returned {schema_line(result.schema)}, output_schema is "
+                             f"{schema_line(expected)}")
         return result.cast(expected), produced_by
 
     def _stored(self, key: tuple[Any, ...], state: object) -> str:

@@ -7,7 +7,10 @@ path is therefore checked in two steps before anything is imported:
 1. **shape** (:func:`parse_import_path`): dotted Python names, a colon, one function name --
    no slashes, no ``..``, no file paths, nothing relative;
 2. **source** (:func:`check_defined`): the module is located on the import path without
-   importing it or its packages (:class:`importlib.machinery.PathFinder`), and its source must
+   importing it or its packages (:class:`importlib.machinery.PathFinder`), each name of the
+   dotted chain inside the package the one before it resolved to (a plain module anywhere but
+   at the end of the chain is refused: ``this.tests.x`` is not searched for on all of
+   ``sys.path``), and its source must
    define the function at top level with ``@keyed_function`` (or assign it from a
    ``keyed_function(...)`` call). Only then is the module imported (:func:`load_function`).
 
@@ -40,20 +43,29 @@ def parse_import_path(path: str) -> tuple[str, str]:
 
 
 def module_source(module: str) -> str | None:
-    """Source text of ``module`` found on ``sys.path``, importing nothing (None: not found)."""
+    """Source text of ``module`` found on ``sys.path``, importing nothing (None: not found).
+
+    Each name of the dotted chain is looked up inside the package the one before it resolved
+    to; a name before the last that is not a package is a ConfigError (its own code would run
+    on import, and the rest of the chain cannot be inside it).
+    """
     locations: Any = None
     spec = None
     parts = module.split(".")
     for i in range(len(parts)):
         name = ".".join(parts[: i + 1])
         loaded = sys.modules.get(name)
-        if loaded is not None and i < len(parts) - 1 and hasattr(loaded, "__path__"):
-            locations = loaded.__path__  # an imported package: search where it searches
-            continue
-        spec = importlib.machinery.PathFinder.find_spec(name, locations)
-        if spec is None:
-            return None
-        locations = spec.submodule_search_locations
+        if loaded is not None and i < len(parts) - 1:
+            locations = getattr(loaded, "__path__", None)  # imported: search where it searches
+        else:
+            spec = importlib.machinery.PathFinder.find_spec(name, locations)
+            if spec is None:
+                return None
+            locations = spec.submodule_search_locations
+        if locations is None and i < len(parts) - 1:
+            raise ConfigError(f"module {name!r} is not a package, so it holds no module "
+                              f"{module!r} (checked before importing it, so none of its code "
+                              f"ran); name the module by its own import path")
     get_source = getattr(spec.loader, "get_source", None) if spec is not None else None
     return get_source(module) if get_source is not None else None
 
@@ -82,7 +94,10 @@ def check_defined(path: str) -> None:
     module, name = parse_import_path(path)
     if module in sys.modules:
         return
-    source = module_source(module)
+    try:
+        source = module_source(module)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot import {path!r}: {exc}") from None
     if source is None:
         raise ConfigError(f"cannot import {path!r}: no Python source of module {module!r} was "
                           f"found on the import path; ship the module as source (a .py file, "

@@ -28,16 +28,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.errors import ConfigError, abbreviated
 from spark_stream_sched.runtime.aggregates import parse_aggregates
 from spark_stream_sched.runtime.distribution.groups import check_group_function
 from spark_stream_sched.runtime.durations import format_duration, parse_duration
 from spark_stream_sched.runtime.expr import parse_predicate
 from spark_stream_sched.runtime.keyed.base import operator_class
-from spark_stream_sched.runtime.keyed.pipeline import Pipeline, parse_stages
+from spark_stream_sched.runtime.keyed.pipeline import INTERNAL, Pipeline, parse_stages
 from spark_stream_sched.runtime.keyed.stage import StageSpec
 from spark_stream_sched.runtime.merge import OUT_OF_ORDER_POLICIES, check_policy
 from spark_stream_sched.runtime.names import one_name, split_list, split_names
+from spark_stream_sched.runtime.output_names import check_output_names
 from spark_stream_sched.runtime.query.ordered import GroupOperator, OrderedAggregation
 from spark_stream_sched.runtime.window.aggregator import WindowAggregator
 from spark_stream_sched.runtime.window.spec import WindowSpec
@@ -179,17 +180,25 @@ class QuerySpec:
 
     def build_group(self, input_schema: pa.Schema, resume_state: bytes | None = None
                     ) -> GroupOperator:
-        """The per-key logic of one partition group (windows or a pipeline), resumed."""
-        if not self.operators:
-            if resume_state is not None:
-                return WindowAggregator.restore(resume_state)
-            assert self.window is not None
-            return WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
-                                    self.timestamp_column, input_schema)
+        """The per-key logic of one partition group (windows or a pipeline), resumed.
+
+        A new one's result columns are checked (:func:`~..output_names.check_output_names`:
+        how many, and equal up to case), so every door refuses them when the query is defined.
+        """
         if resume_state is not None:
+            if not self.operators:
+                return WindowAggregator.restore(resume_state)
             return Pipeline.restore(resume_state, parse_stages(self.operators))
-        return Pipeline(parse_stages(self.operators), self.window, self.key_columns,
-                        self.aggregates, self.timestamp_column, input_schema)
+        group: GroupOperator
+        if not self.operators:
+            assert self.window is not None
+            group = WindowAggregator(self.window, list(self.key_columns), list(self.aggregates),
+                                     self.timestamp_column, input_schema)
+        else:
+            group = Pipeline(parse_stages(self.operators), self.window, self.key_columns,
+                             self.aggregates, self.timestamp_column, input_schema)
+        check_output_names([n for n in group.output_schema.names if n not in INTERNAL])
+        return group
 
     def used_columns(self, input_schema: pa.Schema) -> list[str]:
         """The columns of ``input_schema`` the query uses, in the schema's order.
@@ -346,6 +355,6 @@ def _option(opts: Mapping[str, str], name: str, parse: Any, default: str | None 
         if str(exc).startswith("option "):
             raise
         sep = " " if str(exc).startswith(("must ", "is ")) else ": "
-        raise ConfigError(f"option {name}={text!r}{sep}{exc}") from exc
+        raise ConfigError(f"option {name}={abbreviated(text)}{sep}{exc}") from exc
     except ValueError as exc:
-        raise ConfigError(f"option {name}={text!r} is not an integer") from exc
+        raise ConfigError(f"option {name}={abbreviated(text)} is not an integer") from exc

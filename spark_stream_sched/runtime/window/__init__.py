@@ -10,8 +10,10 @@ The Window Hive (W-Hive) of Gulisano et al. (2016), §4, §5.6.
 * :mod:`.dense_panes` — the same partials on dense NumPy grids (pane x key) when the keys are
   dense enough; bit-identical to the sparse path (property-tested).
 * :mod:`.dense_combine` — combining pane partials into windows on dense grids.
+* :mod:`.runs` — the closed windows cut into runs, each combined on a grid or by expansion
+  within a memory bound, whatever the windows per row.
 * :mod:`.aggregator` — :class:`WindowAggregator`: buffers tuples, closes windows by the ready
-  bound, chooses the sparse or dense path per chunk, snapshots and restores its state.
+  bound, combines them run by run, snapshots and restores its state.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
 from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE, is_exact
+from spark_stream_sched.runtime.order_codes import dense_ids
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.state import snapshot
 from spark_stream_sched.runtime.window import dense_combine as dense
@@ -40,7 +41,9 @@ from spark_stream_sched.runtime.window.panes import (
     combine_windows,
     expand_to_windows,
     pane_partials,
+    with_group_keys,
 )
+from spark_stream_sched.runtime.window.runs import Run, plan_runs
 from spark_stream_sched.runtime.window.spec import WindowSpec
 
 WINDOW_START = "window_start"
@@ -72,12 +75,6 @@ def bounds_as_timestamps(out: pa.Table) -> pa.Table:
     return out
 
 
-def _max_run(pane: np.ndarray) -> int:
-    """Largest number of equal consecutive values in the sorted, non-empty ``pane``."""
-    boundaries = np.flatnonzero(pane[1:] != pane[:-1]) + 1
-    return int(np.diff(np.r_[0, boundaries, len(pane)]).max())
-
-
 class WindowAggregator:
     """Sliding/tumbling window aggregation grouped by zero or more key columns.
 
@@ -95,8 +92,9 @@ class WindowAggregator:
         Schema of the rows passed to :meth:`update`; columns are checked here, so a bad query
         fails at construction, not at the first tuple.
     mode:
-        ``"auto"`` (default) picks, per chunk, dense NumPy grids or Arrow hash aggregation;
-        ``"dense"``/``"sparse"`` force one (for tests and benchmarks). Results are identical.
+        ``"auto"`` (default) picks, per run (:mod:`.runs`), dense NumPy grids or Arrow hash
+        aggregation; ``"dense"``/``"sparse"`` force one (for tests and benchmarks). Results
+        are identical.
 
     Notes
     -----
@@ -219,12 +217,15 @@ class WindowAggregator:
         done = self._pending.slice(0, cut).combine_chunks()
         self._pending = self._pending.slice(cut)
         pane = np.floor_divide(ts[:cut], pane_ms)
+        done, grouping = with_group_keys(done, self.key_columns)
         partials = None
         if self.mode != "sparse" and dense_panes.supports(self.aggregates):
-            partials = dense_panes.pane_partials_dense(done, pane, self.key_columns,
-                                                       self.aggregates, force=self.mode == "dense")
+            partials = dense_panes.pane_partials_dense(done, pane, grouping, self.aggregates,
+                                                       force=self.mode == "dense")
         if partials is None:
-            partials = pane_partials(done, pane, self.key_columns, self.aggregates)
+            partials = pane_partials(done, pane, grouping, self.aggregates)
+        names = partials.column_names
+        partials = partials.rename_columns([PANE, *self.key_columns, *names[1 + len(grouping):]])
         self._panes.append(partials.select(self._partial_schema.names).cast(self._partial_schema))
 
     def _emit(self, bound: int) -> pa.Table:
@@ -237,88 +238,37 @@ class WindowAggregator:
         k_first, k_last = self.spec.window_range_of_pane(pane[[0, -1]])
         k_lo = int(k_first[0]) if self._next_k is None else max(self._next_k, int(k_first[0]))
         k_hi = min(k_closed, int(k_last[1]))
-        chunks = [self._combine_chunk(panes, pane, lo, hi)
-                  for lo, hi in self._chunks(pane, k_lo, k_hi)]
+        mode = self.mode if self._dense_ok else "sparse"
+        n_keys = self._distinct_keys(panes) if mode != "sparse" else 1
+        chunks = [self._combine_run(panes, pane, run)
+                  for run in plan_runs(self.spec, pane, k_lo, k_hi, n_keys, mode)]
         self._next_k = k_closed + 1
         needed_from = -((-self._next_k * self.spec.slide_ms) // self.spec.pane_ms)
         remaining = panes.slice(int(np.searchsorted(pane, needed_from, side="left")))
         self._panes = [remaining] if remaining.num_rows else []
         return self._finalise(chunks)
 
-    def _chunks(self, pane: np.ndarray, k_lo: int, k_hi: int) -> list[tuple[int, int]]:
-        """Split windows ``k_lo..k_hi`` into runs whose pane grids stay under MAX_CELLS.
+    def _distinct_keys(self, panes: pa.Table) -> int:
+        """The number of distinct keys among ``panes`` (1 without key columns)."""
+        return dense_ids(panes, self.key_columns)[1].num_rows if self.key_columns else 1
 
-        Only windows that contain a pane of ``pane`` (sorted) are covered: a run starts at a
-        window with data and empty stretches between runs are skipped, so the work and memory
-        depend on the panes present, never on the event-time span they cover (one row 10^12 ms
-        after the others costs one more run, not 10^12 ms worth of grid).
-        """
-        if k_hi < k_lo:
-            return []
-        starts, ends = self._windows_with_data(pane, k_lo, k_hi)
-        slide_panes = self.spec.slide_ms // self.spec.pane_ms
-        n = max(1, (dense.MAX_CELLS // _max_run(pane)) // slide_panes)
-        runs: list[tuple[int, int]] = []
-        i = 0
-        lo = int(starts[0]) if len(starts) else k_hi + 1
-        while lo <= k_hi:
-            hi = min(k_hi, lo + n - 1)
-            runs.append((lo, hi))
-            i = int(np.searchsorted(ends, hi + 1, side="left"))  # first interval ending later
-            if i == len(ends):
-                break
-            lo = max(hi + 1, int(starts[i]))
-        return runs
-
-    def _windows_with_data(self, pane: np.ndarray, k_lo: int,
-                           k_hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Windows in ``k_lo..k_hi`` that contain one of the (sorted) panes.
-
-        Returns the starts and ends (inclusive) of disjoint, sorted, non-adjacent intervals.
-        """
-        distinct = pane[np.r_[True, pane[1:] != pane[:-1]]]
-        k_first, k_last = self.spec.window_range_of_pane(distinct)
-        k_first, k_last = np.maximum(k_first, k_lo), np.minimum(k_last, k_hi)
-        keep = k_first <= k_last
-        k_first, k_last = k_first[keep], k_last[keep]
-        if len(k_first) == 0:
-            return k_first, k_last
-        # Both bounds grow with the pane, so an interval overlaps or touches the previous one
-        # exactly when it starts at most one window after the previous one ends.
-        new = np.r_[True, k_first[1:] > k_last[:-1] + 1]
-        last_of_group = np.r_[new[1:], True]
-        return k_first[new], k_last[last_of_group]
-
-    def _combine_chunk(self, panes: pa.Table, pane: np.ndarray, lo: int, hi: int) -> pa.Table:
-        """Combine windows ``lo..hi``: dense grids when dense enough, else expansion."""
+    def _combine_run(self, panes: pa.Table, pane: np.ndarray, run: Run) -> pa.Table:
+        """Combine the windows of ``run`` (:mod:`.runs`): on a grid, or by expansion."""
         slide_panes = self.spec.slide_ms // self.spec.pane_ms
         width = self.spec.size_ms // self.spec.pane_ms
-        p_first = lo * slide_panes
-        p_end = hi * slide_panes + width
-        a, b = np.searchsorted(pane, [p_first, p_end], side="left")
+        p_first = run.lo * slide_panes
+        a, b = np.searchsorted(pane, [p_first, run.hi * slide_panes + width], side="left")
         part = panes.slice(int(a), int(b - a))
-        n_panes = p_end - p_first
-        # Dense grids win down to ~1/64 occupancy (measured with `bench window`:
-        # K-OS 1.35 M t/s dense vs 0.47 M t/s sparse).
-        # Either way the grid is bounded by the rows (auto) or by MAX_CELLS (forced dense),
-        # never by the event-time span of the chunk.
-        cells = n_panes * self._key_estimate(part)
-        dense_enough = part.num_rows * 64 >= cells
-        forced = self.mode == "dense" and cells <= dense.MAX_CELLS
-        if self._dense_ok and self.mode != "sparse" and (dense_enough or forced):
-            return dense.combine_dense(part, p_first, lo, hi - lo + 1, slide_panes, width,
-                                       self.key_columns, self.aggregates)
+        if run.dense:
+            return dense.combine_dense(part, p_first, run.lo, run.hi - run.lo + 1, slide_panes,
+                                       width, self.key_columns, self.aggregates)
         k_first, k_last = self.spec.window_range_of_pane(pane[a:b])
-        expanded = expand_to_windows(part, np.maximum(k_first, lo), np.minimum(k_last, hi))
+        expanded = expand_to_windows(part, np.maximum(k_first, run.lo),
+                                     np.minimum(k_last, run.hi))
         result = combine_windows(expanded, self.key_columns, self.aggregates, part)
         sort_keys = [(WINDOW, "ascending", "at_start")]
         sort_keys += [(k, "ascending", "at_start") for k in self.key_columns]
         return result.take(pc.sort_indices(result, sort_keys=sort_keys))
-
-    def _key_estimate(self, part: pa.Table) -> int:
-        if not self.key_columns:
-            return 1
-        return max(1, len(pc.unique(part.column(self.key_columns[0]))))
 
     def _finalise(self, chunks: list[pa.Table]) -> pa.Table:
         chunks = [c for c in chunks if c.num_rows]

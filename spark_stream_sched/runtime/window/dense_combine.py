@@ -3,12 +3,14 @@
 The sparse path (:func:`.panes.expand_to_windows` + :func:`.panes.combine_windows`) repeats each
 partial row once per window that contains its pane, ``W/S`` times. When a chunk of panes is
 dense enough (most keys have a partial in most panes) it is much cheaper to lay the partials out
-on a ``[pane, key]`` grid and fold ``W/P`` strided slices of it, one per pane position inside a
-window. The fold visits the panes of a window in pane order with the same operations as the
-sparse path (``where``-guarded ``+``/``min``/``max``, first/last by position), so both paths give
-bit-identical results; the property tests run both. Exact partials of floating sums are added
-limb by limb with one prefix sum over the panes (a window is the difference of two prefixes,
-exact in int64) and rounded once per window, as on the sparse path.
+on a ``[pane, key]`` grid and fold each window's ``W/P`` grid rows with passes whose cost does
+not depend on ``W/P`` (:class:`_Grid`): counts and integer sums are differences of two prefix
+sums (exact in int64, which wraps as Arrow's sum does), ``min``/``max`` the van Herk / Gil &
+Werman running extremes over blocks of ``W/P`` rows, and ``first``/``last`` the nearest flagged
+row found by a running minimum (maximum) of row indices. Every result is a value of one partial
+or an exact integer, so both paths give bit-identical results; the property tests run both.
+Exact partials of floating sums are added limb by limb with one prefix sum over the panes and
+rounded once per window, as on the sparse path.
 
 Keys get *sorted* dense ids (:func:`.order_codes.dense_ids`: rank among the chunk's distinct
 keys, nulls first), so emitting the non-empty cells in row-major ``(window, key)`` order is
@@ -40,84 +42,106 @@ def supports(aggs: list[BoundAggregate]) -> bool:
     return all(a.spec.func not in ("min", "max") or numeric(a.output_type) for a in aggs)
 
 
-def _fold(grids: dict[str, np.ndarray], present: np.ndarray, agg: BoundAggregate, i: int,
-          n_windows: int, stride: int, width: int) -> dict[str, np.ndarray]:
-    """Fold one aggregate's partial grids over the ``width`` panes of each window."""
-    func = agg.spec.func
-    shape = (n_windows, present.shape[1])
-    out: dict[str, np.ndarray] = {}
-    if func in ("count", "count_where"):
-        total = np.zeros(shape, np.int64)
-        for j in range(width):
-            total += grids[f"a{i}_n"][j::stride][:n_windows]
-        out["n"] = total
+class _Grid:
+    """Windows ``0 .. n_windows-1`` of a ``[pane, key]`` grid, folded in passes per cell.
+
+    Window ``w`` is the ``width`` grid rows from ``w * stride``. Each fold visits every cell a
+    constant number of times, whatever the width (a prefix sum, one pass each way, or a
+    running index).
+    """
+
+    def __init__(self, n_windows: int, stride: int, width: int) -> None:
+        self.starts = np.arange(n_windows, dtype=np.int64) * stride
+        self.width = width
+
+    def totals(self, grid: np.ndarray) -> np.ndarray:
+        """The sum of each window's rows per key (int64 wraps modulo 2**64, as Arrow's sum).
+
+        A window is the difference of two prefixes; wrapping cancels in the difference.
+        """
+        prefix = np.zeros((grid.shape[0] + 1, grid.shape[1]), np.int64)
+        np.cumsum(grid, axis=0, out=prefix[1:])
+        out: np.ndarray = prefix[self.starts + self.width] - prefix[self.starts]
         return out
+
+    def extremes(self, values: np.ndarray, func: str) -> np.ndarray:
+        """``min`` or ``max`` of each window's rows per key (van Herk / Gil & Werman).
+
+        Cut into blocks of ``width`` rows, a window is the tail of one block and the head of
+        the next: the minimum of a running minimum backwards and one forwards. Empty cells
+        must hold the operation's identity (their window's ``has`` decides validity).
+        """
+        op = np.minimum if func == "min" else np.maximum
+        n, keys = values.shape
+        blocks = -(-n // self.width)
+        padded = np.full((blocks * self.width, keys), _identity(values.dtype, func), values.dtype)
+        padded[:n] = values
+        shaped = padded.reshape(blocks, self.width, keys)
+        forward = op.accumulate(shaped, axis=1).reshape(-1, keys)
+        backward = op.accumulate(shaped[:, ::-1], axis=1)[:, ::-1].reshape(-1, keys)
+        out: np.ndarray = op(backward[self.starts], forward[self.starts + self.width - 1])
+        return out
+
+    def chosen(self, flags: np.ndarray, rows: np.ndarray, first: bool) -> np.ndarray:
+        """Per window and key, ``rows`` at the first (or last) flagged grid row; -1 if none."""
+        n = flags.shape[0]
+        index = np.arange(n, dtype=np.int64)[:, None]
+        if first:
+            nearest = np.minimum.accumulate(np.where(flags, index, n)[::-1], axis=0)[::-1]
+            at = nearest[self.starts]
+            found = at < (self.starts + self.width)[:, None]
+        else:
+            nearest = np.maximum.accumulate(np.where(flags, index, -1), axis=0)
+            at = nearest[self.starts + self.width - 1]
+            found = at >= self.starts[:, None]
+        picked = np.take_along_axis(rows, np.clip(at, 0, n - 1), axis=0)
+        return np.where(found, picked, -1)
+
+
+def _identity(dtype: np.dtype, func: str) -> object:
+    """The identity of ``min`` (the largest value) or ``max`` (the smallest) for ``dtype``."""
+    if np.issubdtype(dtype, np.floating):
+        return np.inf if func == "min" else -np.inf
+    info = np.iinfo(dtype)
+    return info.max if func == "min" else info.min
+
+
+def _fold(panes: pa.Table, lp: np.ndarray, kid: np.ndarray, shape: tuple[int, int],
+          present: np.ndarray, rows: np.ndarray, agg: BoundAggregate, i: int,
+          grid: _Grid) -> dict[str, np.ndarray]:
+    """Fold one aggregate's partials over every window (its grids live only in this call)."""
+    func = agg.spec.func
+    out: dict[str, np.ndarray] = {}
+    if func in ("count", "count_where", "avg"):
+        out["n"] = grid.totals(_scatter(panes.column(f"a{i}_n"), lp, kid, shape, 0)[0])
     if func in ("sum", "avg", "min", "max"):
         name = f"a{i}_sum" if func in ("sum", "avg") else f"a{i}_v"
-        values, valid = grids[name], grids[name + "/valid"]
-        acc = np.zeros(shape, values.dtype)
-        has = np.zeros(shape, bool)
-        for j in range(width):
-            v, ok = values[j::stride][:n_windows], valid[j::stride][:n_windows]
-            if func in ("sum", "avg"):
-                # Integer sums only (floats are exact partials): int64, wrapping as Arrow does.
-                acc = np.where(ok, acc + v, acc)
-            else:
-                op = np.minimum if func == "min" else np.maximum
-                acc = np.where(ok, np.where(has, op(acc, v), v), acc)
-            has |= ok
-        out["v"], out["has"] = acc, has
-        if func == "avg":
-            n = np.zeros(shape, np.int64)
-            for j in range(width):
-                n += grids[f"a{i}_n"][j::stride][:n_windows]
-            out["n"] = n
-        return out
-    # first / last / first_where / last_where: pick the partial row by pane position.
-    flags = present if func in ("first", "last") else grids[f"a{i}_found"]
-    rows = grids["__row"]
-    chosen = np.full(shape, -1, np.int64)
-    found = np.zeros(shape, bool)
-    positions = range(width) if func.startswith("first") else range(width - 1, -1, -1)
-    for j in positions:
-        f, r = flags[j::stride][:n_windows], rows[j::stride][:n_windows]
-        chosen = np.where(~found & f, r, chosen)
-        found |= f
-    out["row"] = chosen
+        fill = 0 if func in ("sum", "avg") else _identity(_numpy_type(panes, name), func)
+        values, valid = _scatter(panes.column(name), lp, kid, shape, fill)
+        out["has"] = grid.totals(valid.astype(np.int64)) > 0
+        # Integer sums only (floats are exact partials): int64, wrapping as Arrow does.
+        out["v"] = grid.totals(values) if func in ("sum", "avg") else grid.extremes(values, func)
+    if func in ("first", "last", "first_where", "last_where"):
+        flags = present if func in ("first", "last") else _scatter(
+            panes.column(f"a{i}_found"), lp, kid, shape, False)[0]
+        out["row"] = grid.chosen(flags, rows, func.startswith("first"))
     return out
+
+
+def _numpy_type(panes: pa.Table, name: str) -> np.dtype:
+    kind: np.dtype = np.dtype(panes.column(name).type.to_pandas_dtype())
+    return kind
 
 
 def _scatter(column: pa.ChunkedArray, lp: np.ndarray, kid: np.ndarray, shape: tuple[int, int],
              fill: object) -> tuple[np.ndarray, np.ndarray]:
-    """Scatter a partial column onto a ``[pane, key]`` grid; also return its validity grid."""
+    """Scatter a partial column onto a ``[pane, key]`` grid of ``fill``; also its validity."""
     values = column.fill_null(fill).to_numpy(zero_copy_only=False)
-    grid = np.zeros(shape, values.dtype)
+    grid = np.full(shape, fill, values.dtype)
     grid[lp, kid] = values
     valid = np.zeros(shape, bool)
     valid[lp, kid] = column.is_valid().to_numpy(zero_copy_only=False)
     return grid, valid
-
-
-def _grids(panes: pa.Table, lp: np.ndarray, kid: np.ndarray, n_panes: int, n_keys: int,
-           aggs: list[BoundAggregate]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Lay out the partial columns the folds need on ``[pane, key]`` grids."""
-    shape = (n_panes, n_keys)
-    present = np.zeros(shape, bool)
-    present[lp, kid] = True
-    row = np.full(shape, -1, np.int64)
-    row[lp, kid] = np.arange(len(lp))
-    grids: dict[str, np.ndarray] = {"__row": row}
-    for i, agg in enumerate(aggs):
-        func = agg.spec.func
-        names = {"count": ["n"], "count_where": ["n"], "sum": ["sum"], "avg": ["sum", "n"],
-                 "min": ["v"], "max": ["v"], "first_where": ["found"],
-                 "last_where": ["found"]}.get(func, []) if not is_exact(agg) else []
-        for part in names:
-            name = f"a{i}_{part}"
-            fill: object = False if part == "found" else 0
-            grids[name], grids[name + "/valid"] = _scatter(panes.column(name), lp, kid, shape,
-                                                           fill)
-    return grids, present
 
 
 def combine_dense(panes: pa.Table, p_first: int, k_lo: int, n_windows: int, slide_panes: int,
@@ -126,26 +150,29 @@ def combine_dense(panes: pa.Table, p_first: int, k_lo: int, n_windows: int, slid
 
     ``panes`` holds exactly the partial rows of panes ``p_first .. p_first + n_panes - 1``.
     Returns a table with ``__k``, the key columns and one column per alias, in output order.
+    Memory: a few ``n_panes x n_keys`` grids at a time (one aggregate's), whatever ``width``.
     """
     n_panes = (n_windows - 1) * slide_panes + width
     kid, distinct = dense_ids(panes, keys)
     n_keys = max(1, distinct.num_rows)
     lp = panes.column(PANE).to_numpy() - p_first
-    grids, present = _grids(panes, lp, kid, n_panes, n_keys, aggs)
-    any_row = np.zeros((n_windows, n_keys), bool)
-    for j in range(width):
-        any_row |= present[j::slide_panes][:n_windows]
-    cells = np.nonzero(any_row)
+    shape = (n_panes, n_keys)
+    present = np.zeros(shape, bool)
+    present[lp, kid] = True
+    rows = np.full(shape, -1, np.int64)
+    rows[lp, kid] = np.arange(len(lp))
+    grid = _Grid(n_windows, slide_panes, width)
+    cells = np.nonzero(grid.totals(present.astype(np.int64)))
     out: dict[str, pa.Array | pa.ChunkedArray] = {
         WINDOW: pa.array((cells[0] + k_lo).astype(np.int64))}
     for key in keys:
         out[key] = distinct.column(key).take(pa.array(cells[1]))
-    windows = _Windows(lp, kid, (n_panes, n_keys), cells[0] * slide_panes, cells[1], width)
+    windows = _Windows(lp, kid, shape, cells[0] * slide_panes, cells[1], width)
     for i, agg in enumerate(aggs):
         if is_exact(agg):
             out[agg.spec.alias] = _exact_column(agg, i, panes, windows)
             continue
-        folded = _fold(grids, present, agg, i, n_windows, slide_panes, width)
+        folded = _fold(panes, lp, kid, shape, present, rows, agg, i, grid)
         out[agg.spec.alias] = _result_column(agg, i, folded, cells, panes)
     return pa.table(out)
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from spark_stream_sched.runtime import exact_partials as exact
 from spark_stream_sched.runtime.aggregates import BoundAggregate
 from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE
+from spark_stream_sched.runtime.keys import canonical_keys
 
 PANE = "__pane"
 WINDOW = "__k"
@@ -31,6 +32,20 @@ _POS = "__pos"
 _SRC = "__src"
 _SKIP = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
 _COUNT0 = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
+
+
+def with_group_keys(rows: pa.Table, keys: list[str]) -> tuple[pa.Table, list[str]]:
+    """``rows`` plus the columns panes group by (``__g0``, ...), and those columns' names.
+
+    They are the key columns in canonical form (:func:`~..keys.canonical_keys`): ``-0.0`` and
+    ``0.0`` are one key, emitted as ``0.0``, and every NaN is one key, emitted as the quiet NaN
+    (Spark's grouping); aggregates still read the key columns' own values. Stage 1 grouped by
+    them gives partials whose key columns (renamed back) stage 2 and the state keep as they are.
+    """
+    names = [f"__g{i}" for i in range(len(keys))]
+    for name, column in zip(names, canonical_keys(rows.select(keys), keys).columns, strict=True):
+        rows = rows.append_column(name, column)
+    return rows, names
 
 
 def _group_of_rows(grouped: pa.Table, rows: int) -> np.ndarray:

@@ -15,9 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.durations import MAX_DURATION_MS, parse_duration
+from spark_stream_sched.runtime.durations import MAX_DURATION_MS, format_duration, parse_duration
 
-__all__ = ["MAX_DURATION_MS", "WindowSpec", "floor_div", "parse_duration"]
+__all__ = ["MAX_DURATION_MS", "MAX_WINDOWS_PER_ROW", "WindowSpec", "floor_div", "parse_duration"]
+
+#: Most windows one row may fall in (``ceil(W/S)``). Each is a result row, and the windows of
+#: one row can close in one batch, whose results are held together: above this, one row's
+#: results alone (about 50 bytes each) pass 0.5 GB per key. Combining windows is bounded
+#: whatever ``W/S`` (:mod:`.runs`); this bounds what it must return.
+MAX_WINDOWS_PER_ROW = 10_000_000
 
 
 def floor_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
@@ -42,6 +48,14 @@ class WindowSpec:
         if self.slide_ms > self.size_ms:
             raise ConfigError(f"slide ({self.slide_ms} ms) must not exceed the window size "
                               f"({self.size_ms} ms): tuples between windows would be lost")
+        per_row = -(-self.size_ms // self.slide_ms)
+        if per_row > MAX_WINDOWS_PER_ROW:
+            shortest = format_duration(-(-self.size_ms // MAX_WINDOWS_PER_ROW))
+            raise ConfigError(
+                f"window {format_duration(self.size_ms)} sliding by "
+                f"{format_duration(self.slide_ms)} puts every row in {per_row:,} windows, each a "
+                f"result row; at most {MAX_WINDOWS_PER_ROW:,} windows per row are supported "
+                f"(one row's results would pass 0.5 GB per key); set slide to {shortest} or more")
 
     @classmethod
     def parse(cls, size: str | int, slide: str | int | None = None) -> WindowSpec:

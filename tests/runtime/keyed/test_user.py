@@ -62,6 +62,11 @@ def test_wrong_schema_names_function_key_and_positions() -> None:
     assert "for key ('a',)" in text or "for key ('b',)" in text
     assert "(input 0, seq 1) .. (input 0, seq 1)" in text or \
         "(input 0, seq 0) .. (input 0, seq 2)" in text
+    # the reason and the fix come first, on one line (pyarrow's schema has a line per field)
+    assert "\n" not in text
+    assert text.endswith(" returned other columns than its output_schema: return its columns, "
+                         "in its order and types; it returned (x string), output_schema is "
+                         "(x int64)")
 
 
 def test_exception_inside_is_chained_with_key_and_positions() -> None:
@@ -132,6 +137,27 @@ def test_a_module_without_the_keyed_function_is_refused_without_running_it(
     with pytest.raises(ConfigError, match=rf"operator 'udf\({name}:{function}\)'.*"
                                           r"not decorated with @keyed_function.*none of its"):
         build(f"udf({name}:{function})", ["k"])
+    assert not marker.exists()
+
+
+def test_a_plain_module_at_the_head_of_a_dotted_path_is_refused_without_running_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """udf(this.tests.runtime.keyed.udfs:summary) used to print the Zen of Python, then fail:
+    the tail of the path was found on sys.path, as if the plain module ``this`` were a package."""
+    name, marker = side_effect_module(tmp_path, "")
+    package = tmp_path / f"pkg_{uuid.uuid4().hex}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "udfs.py").write_text(
+        "import pyarrow as pa\n"
+        "from spark_stream_sched.runtime.keyed.user import keyed_function\n"
+        "@keyed_function(output_schema=pa.schema([('n', pa.int64())]))\n"
+        "def f(key, rows, state):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = f"{name}.{package.name}.udfs:f"
+    with pytest.raises(ConfigError, match=rf"operator 'udf\({re.escape(path)}\)'.*"
+                                          rf"module {name!r} is not a package.*none of"):
+        build(f"udf({path})", ["k"])
     assert not marker.exists()
 
 

@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     parser = build_parser()
+    from spark_stream_sched.runtime.aggregates import check_aggregate_count
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # before argparse, whose time grows with the square of the number of flags
+        check_aggregate_count(sum(a == "--agg" or a.startswith("--agg=") for a in argv))
+    except SparkStreamSchedError as exc:
+        print(f"spark-stream-sched: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

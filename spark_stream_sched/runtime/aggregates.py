@@ -144,6 +144,13 @@ def _check_predicate_syntax(text: str, predicate: str) -> None:
         raise ExpressionError(f"aggregate {abbreviated(text)}: {exc}") from exc
 
 
+def check_aggregate_count(n: int) -> None:
+    """ExpressionError when ``n`` aggregates are more than :data:`~.output_names.MAX_AGGREGATES`."""
+    if n > MAX_AGGREGATES:
+        raise ExpressionError(f"{n:,} aggregates given; at most {MAX_AGGREGATES:,} are "
+                              f"supported per query")
+
+
 def parse_aggregates(items: str | Iterable[str]) -> list[AggSpec]:
     """Parse a comma-separated string or a list of aggregate expressions.
 
@@ -153,9 +160,7 @@ def parse_aggregates(items: str | Iterable[str]) -> list[AggSpec]:
     texts = split_top_level(items) if isinstance(items, str) else list(items)
     if not texts:
         raise ExpressionError("no aggregates given; e.g. 'count(*) as n'")
-    if len(texts) > MAX_AGGREGATES:
-        raise ExpressionError(f"{len(texts):,} aggregates given; at most {MAX_AGGREGATES:,} "
-                              f"are supported per query")
+    check_aggregate_count(len(texts))
     specs = [parse_aggregate(t) for t in texts]
     pairs = case_clashes(spec.alias for spec in specs)
     if pairs:

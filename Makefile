@@ -23,10 +23,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
-# The default run (about 13 min on 2 cores): everything but the tests marked slow, and the
-# Spark Connect tests (they need a pytest process of their own: make test-connect).
+# The default run (about 25 min on 2 cores, two pytest workers): everything but the tests marked
+# slow, and the Spark Connect tests (they need a pytest process of their own: make test-connect).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not connect and not compat"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not connect and not compat"
 
 # The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
 # benchmarks' smoke runs, the state locations' retention, the README's job run three ways and
@@ -39,8 +39,9 @@ test-slow: $(STAMP)
 # system's temporary directory) with the wheel built from the working tree installed into it as a
 # user would; the rows must agree across the lines. About 3 min per line once pip's cache holds
 # the pyspark wheels (tests/spark/compat/lines.py).
+COMPAT_LINES ?= 4.0.5,4.1.4,4.2.1,4.3.0
 test-compat: $(STAMP)
-	$(BIN)/python -m tests.spark.compat.lines
+	$(BIN)/python -m tests.spark.compat.lines --lines $(COMPAT_LINES)
 
 # A real Spark Connect server started from the installed pyspark, used from a Connect client
 # (docs/connect.md); a pytest process of its own, since a process is either classic or Connect.

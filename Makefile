@@ -24,9 +24,10 @@ demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
 # The default run (about 25 min on 2 cores, two pytest workers): everything but the tests marked
-# slow, and the Spark Connect tests (they need a pytest process of their own: make test-connect).
+# slow, and the Spark Connect tests (they need a pytest process of their own: make test-connect);
+# the compatibility suite's doors on the checkout's pyspark included.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not connect and not compat"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not connect"
 
 # The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
 # benchmarks' smoke runs, the state locations' retention, the README's job run three ways and

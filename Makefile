@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-slow test-compat test-connect test-cluster test-compose lint bench clean
+.PHONY: demo test test-slow test-bench test-compat test-connect test-cluster test-compose lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -30,11 +30,15 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not connect"
 
 # The long checks: real processes SIGKILLed mid-run and restarted, random crash points, the
-# benchmarks' smoke runs, the state locations' retention, the README's job run three ways and
-# its keyed examples (the README's demo, Python examples and CLI stay in `make test`). CI runs
-# them after `make test`.
+# state locations' retention, the README's job run three ways and its keyed examples (the
+# README's demo, Python examples and CLI stay in `make test`), on two pytest workers. CI runs
+# them after `make test`; the bench smoke runs are `make test-bench`.
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "slow and not bench"
+
+# The bench smoke runs: each bench command end to end on small sizes (about 12 min).
+test-bench: $(STAMP)
+	$(BIN)/python -m pytest -q -m bench
 
 # Every door on every supported pyspark line (4.0 to 4.3), each in a fresh venv (under the
 # system's temporary directory) with the wheel built from the working tree installed into it as a

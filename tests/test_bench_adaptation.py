@@ -31,6 +31,7 @@ TINY = adaptation.Sizes(rows=600, repeat=2, seed=1, groups=12, batch_rows=200,
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_adaptation_bench_outputs_equal_the_oracle_and_plots_are_written(tmp_path: Path) -> None:
     results = adaptation.run(TINY, list(adaptation.FIGURES), str(tmp_path))
     rows = [r for r in results if r["figure"] != "machine"]

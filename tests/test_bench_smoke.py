@@ -91,6 +91,7 @@ def test_cli_bench_json_to_stdout_and_errors(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_cli_bench_keyed_quick_reports_every_part(tmp_path: Path) -> None:
     """``bench keyed --quick``: wait, latency, cpu and pipeline parts, the plot, equal outputs."""
     out, png = tmp_path / "keyed.json", tmp_path / "keyed.png"

@@ -14,6 +14,7 @@ NAMES = ["fifo", "chain", "path_capacity", "simplified_segment", "threshold"]
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_bench_strategies_quick_writes_plots_and_a_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 from spark_stream_sched.bench import spark_bench, spark_cases
 from spark_stream_sched.bench.spark_report import format_results
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.bench]
 OURS = ("ordered-agg", "ordered-agg-driver", "transform", "transform-keyed", "ordered-agg-sink",
         "ordered-agg-sink-unpartitioned", "floor-precomputed")
 

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_every_scaling_engine_runs_on_one_and_two_cores_and_feeds_the_model(
         tmp_path: Path) -> None:
     case = Case("main", tmp_path / "main", SCALING_ENGINES, 1, (8, 4))

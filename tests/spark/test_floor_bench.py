@@ -28,6 +28,7 @@ def test_precomputed_results_are_the_sources_batches(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_bench_runs_the_source_and_both_floors_with_the_same_batches(spark, tmp_path) -> None:
     results = spark_bench.run(rows=20_000, n_inputs=2, keys=50, runs=1, batchings=(8, 4),
                                workdir=str(tmp_path), master="local[2]", show_progress=False,

@@ -110,8 +110,8 @@ def test_source_location_stops_growing(tmp_path: Path, monkeypatch: pytest.Monke
     assert max(b for _, b in last) <= 1.1 * max(b for _, b in first), (first, last)
     names = {p.relative_to(tmp_path / "state").parts[0] for p in (tmp_path / "state").rglob("*")}
     split = {"batches"} if split_rows == "driver" else set()  # the driver's split of the rows
-    assert names == {"_lock", "_query.json", "_source.json", "inputs", "versions", "metrics",
-                     "assignments", *split}
+    assert names == {"_lock", "_query.json", "_source.json", "_input_schema.json", "inputs",
+                     "versions", "metrics", "assignments", *split}
 
 
 def run_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: int

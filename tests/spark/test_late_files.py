@@ -113,13 +113,17 @@ def test_a_late_file_is_reported_while_the_query_runs(tmp_path) -> None:
         reader.latestOffset(end, LIMIT)
 
 
-def test_a_changed_file_a_batch_read_from_is_refused(tmp_path) -> None:
+def first_batch(tmp_path: Any) -> tuple[list[pa.Table], Any, Any]:
+    """Two inputs of 100 rows, a reader, and the end offset of its first batch (60 rows)."""
     tables = write_inputs(str(tmp_path / "in"), n_inputs=2, rows=100)
     opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"),
                           maxRecordsPerTrigger=60, endOfInput="never")
     reader = make_reader(opts)
-    start = reader.initialOffset()
-    end = reader.latestOffset(start, LIMIT)
+    return tables, reader, reader.latestOffset(reader.initialOffset(), LIMIT)
+
+
+def test_a_changed_file_a_batch_read_from_is_refused(tmp_path) -> None:
+    tables, reader, end = first_batch(tmp_path)
     entered = parse_offset(end, 2).cursors[1].file  # the batch ending at ``end`` reads it
     pq.write_table(pa.concat_tables([tables[1], tables[1]]), entered)  # rewritten in place
     with pytest.raises(InputError, match=rf"file '{entered}' was \d+ bytes .* must not change"):
@@ -128,12 +132,7 @@ def test_a_changed_file_a_batch_read_from_is_refused(tmp_path) -> None:
 
 def test_a_file_no_batch_read_from_yet_is_taken_as_it_is_now(tmp_path) -> None:
     """No logged offset reaches into it, so no batch reads it as it was: nothing to refuse."""
-    tables = write_inputs(str(tmp_path / "in"), n_inputs=2, rows=100)
-    opts = source_options(str(tmp_path / "in"), 2, str(tmp_path / "state"),
-                          maxRecordsPerTrigger=60, endOfInput="never")
-    reader = make_reader(opts)
-    start = reader.initialOffset()
-    end = reader.latestOffset(start, LIMIT)
+    tables, reader, end = first_batch(tmp_path)
     last = str(tmp_path / "in" / "in1" / "part-00002.parquet")
     assert parse_offset(end, 2).cursors[1].file < last
     before = pq.read_table(last)

@@ -105,8 +105,9 @@ def order_marks(rows: pa.Table, timestamp: str, sequence: str
 
 def summaries_table(summaries: Sequence[BatchOrder]) -> pa.Table:
     """The summaries as an Arrow table (what :func:`~.packing.pack` sends to every group)."""
-    return pa.Table.from_pylist([vars(s) | {"input": s.input_id} for s in summaries],
-                                schema=SUMMARY_SCHEMA)
+    rows = [{"input": s.input_id, **{k: v for k, v in vars(s).items() if k != "input_id"}}
+            for s in summaries]
+    return pa.Table.from_pylist(rows, schema=SUMMARY_SCHEMA)
 
 
 def seen_after(seen: np.ndarray, summaries: pa.Table) -> np.ndarray:

@@ -265,11 +265,11 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     -----
     Each row's partition group is the one the sink's state uses (read from its location), and
     ``repartition`` moves the rows by it, so every group is merged and aggregated by one task.
-    Spark computes it as ``pmod(hash(keys), partitionGroups)`` for new states
-    (``runtime/distribution/murmur3.py``), from 64-bit-safe steps for the integer keys of states
-    started before (``group_steps.py``); their other keys are tagged in a Python ``mapInArrow``
-    step (docs/sink.md). Without this function the sink stays correct, but a group whose rows
-    reach several tasks is merged on the driver (``groups_on_driver`` in the commit record). The
+    Spark computes it as ``pmod(hash(keys), partitionGroups)``
+    (``runtime/distribution/murmur3.py``); the keys of a state started before states recorded
+    their function are tagged in a Python ``mapInArrow`` step (docs/sink.md). Without this
+    function the sink stays correct, but a group whose rows reach several tasks is merged on the
+    driver (``groups_on_driver`` in the commit record). The
     group column is dropped again before the sink; so are, before the shuffle, the columns the
     query does not use (``SinkConfig.stream_columns``).
     """
@@ -278,11 +278,8 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     keys, groups, used = config.key_columns, config.partition_groups, config.stream_columns(schema)
     df = df.select(*used) if len(used) < len(df.columns) else df
     column = "__ordered_agg_group"
-    kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}
     if config.spec.group_function == "murmur3":
         tagged = _with_group_by_spark_hash(df, keys, groups, column)
-    elif all(kinds.get(k) in _STEP_KEYS for k in keys):
-        tagged = _with_group_steps(df, keys, groups, kinds, column)
     else:
         tagged = _with_group_in_python(df, keys, groups, column)
     # an explicit count: without one, adaptive execution may coalesce the shuffle into a
@@ -294,11 +291,6 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
 #: Name of the observation ``partition_for_sink`` adds where Spark computes the groups: the
 #: rows it partitioned, in ``query.lastProgress.observedMetrics`` (``{"rows": n}``).
 PARTITIONED_ROWS = "ordered_agg_partitioned"
-#: Key types whose group Spark computes, from the value the runtime hashes: the Arrow value as
-#: int64 (Spark's ``bigint``), dates in days (``unix_date``), timestamps in µs (``unix_micros``).
-_STEP_KEYS = {**dict.fromkeys(("byte", "short", "integer", "long", "boolean"),
-                             "CAST({} AS BIGINT)"),
-              "date": "unix_date({})", "timestamp": "unix_micros({})"}
 
 
 def _with_group_by_spark_hash(df: Any, keys: Sequence[str], groups: int, column: str) -> Any:
@@ -308,30 +300,6 @@ def _with_group_by_spark_hash(df: Any, keys: Sequence[str], groups: int, column:
     quoted = [f.col("`" + k.replace("`", "``") + "`") for k in keys]
     group = f.pmod(f.hash(*quoted), f.lit(groups)) if keys else f.lit(0)
     return df.observe(PARTITIONED_ROWS, f.count(f.lit(1)).alias("rows")).withColumn(column, group)
-
-
-def _with_group_steps(df: Any, keys: Sequence[str], groups: int, kinds: Mapping[str, str],
-                      column: str) -> Any:
-    """``df`` with each row's group computed by Spark from the runtime's steps (SQL text)."""
-    from pyspark.sql import functions
-
-    from spark_stream_sched.runtime.distribution.group_steps import (
-        group_steps,
-        sql_text,
-        step_levels,
-    )
-
-    names = {k: f"__ordered_agg_key{i}" for i, k in enumerate(keys)}
-    # Spark's optimizer pushes projections through a union (a stream of several inputs is one)
-    # into each input's branch, one level per pass; an observation is not pushed through
-    observed = df.observe(PARTITIONED_ROWS, functions.count(functions.lit(1)).alias("rows"))
-    frame = observed.selectExpr("*", *[_STEP_KEYS[kinds[k]].format(
-        "`" + k.replace("`", "``") + "`") + f" AS {names[k]}" for k in keys])
-    steps = group_steps(list(names.values()), groups, prefix="__ordered_agg_g")
-    for level in step_levels(steps):  # one projection per level: no expression grows
-        frame = frame.selectExpr("*", *[f"{sql_text(s.expr)} AS {s.name}" for s in level])
-    out = frame.selectExpr("*", f"CAST({steps[-1].name} AS INT) AS {column}")
-    return out.drop(*names.values(), *[s.name for s in steps])
 
 
 def _with_group_in_python(df: Any, keys: Sequence[str], groups: int, column: str) -> Any:

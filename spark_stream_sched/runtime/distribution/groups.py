@@ -37,10 +37,11 @@ __all__ = ["GROUP_FUNCTIONS", "assign_to_partition_group", "check_group_function
            "split_by_group"]
 
 #: The functions from a row's key to its partition group. ``splitmix64``: the runtime's stable
-#: key hash modulo the number of groups (every door; Spark computes it only in steps, see
-#: :mod:`~.group_steps`). ``murmur3``: Spark SQL's ``pmod(hash(keys), n)`` (:mod:`~.murmur3`),
-#: which the sink's states use where every key column has that mirror, so Spark routes rows
-#: to the sink's tasks in one native expression. A state keeps the function it started with.
+#: key hash modulo the number of groups (every door; a sink state started before states
+#: recorded their function has its rows tagged in Python). ``murmur3``: Spark SQL's
+#: ``pmod(hash(keys), n)`` (:mod:`~.murmur3`), which the sink's states use where every key
+#: column has that mirror, so Spark routes rows to the sink's tasks in one native expression.
+#: A state keeps the function it started with.
 GROUP_FUNCTIONS = ("splitmix64", "murmur3")
 
 

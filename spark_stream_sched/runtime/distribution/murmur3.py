@@ -1,8 +1,8 @@
 """Partition groups by Spark SQL's own key hash, so Spark can route rows in one expression.
 
 The runtime's first group function (:func:`~spark_stream_sched.runtime.keys.stable_key_hash`,
-SplitMix64) is one Spark SQL cannot compute natively: its 64-bit unsigned products need the
-steps of :mod:`~.group_steps`, dozens of projections per micro-batch. Spark's ``hash(k1, k2,
+SplitMix64) is one Spark SQL cannot compute natively: its 64-bit unsigned products would need
+dozens of projections of signed arithmetic per micro-batch. Spark's ``hash(k1, k2,
 ...)`` is Murmur3 x86 32-bit with seed 42, chained over the key columns (each column's hash is
 the seed of the next, a null column leaves the running hash unchanged), and ``pmod(hash(...),
 n)`` is one native expression. :func:`murmur3_groups` computes the same groups in NumPy, so

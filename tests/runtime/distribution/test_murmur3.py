@@ -4,7 +4,7 @@ The reference below follows Appleby's ``MurmurHash3_x86_32`` over the little-end
 each value (4 bytes for Spark's ``hashInt`` types, 8 for ``hashLong``; a string's UTF-8 bytes or
 a binary's bytes with Spark's tail of one signed byte at a time for ``hashUnsafeBytes``), one
 row at a time with Python integers; Spark's own ``hash`` is compared in
-``tests/spark/test_sink_group_steps.py``.
+``tests/spark/test_partition_for_sink.py``.
 """
 
 from __future__ import annotations

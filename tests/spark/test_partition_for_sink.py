@@ -1,11 +1,10 @@
 """``partition_for_sink`` computes keys' groups in Spark, equal to the runtime's.
 
-Real Spark (local): the group Spark computes as ``pmod(hash(keys), n)`` (a new sink state's
+Real Spark (local): the group Spark computes as ``pmod(hash(keys), n)`` (a sink state's
 ``murmur3`` function, ``runtime/distribution/murmur3.py``, for integer, boolean, date,
-timestamp, float, double, string and binary keys) and the one it computes from the runtime's steps
-(``runtime/distribution/group_steps.py``, states of integer keys started before) are the ones
-the sink's tasks compute, for every key type with nulls and extreme values; the text and
-floating-point keys of states started before keep the Python step.
+timestamp, float, double, string and binary keys) is the one the sink's tasks compute, for every
+key type with nulls and extreme values; the keys of a state started before states recorded their
+function are tagged in a Python step.
 """
 
 from __future__ import annotations
@@ -51,18 +50,6 @@ def frame(spark: Any, rows: int = 400) -> Any:
     return spark.createDataFrame(data, SCHEMA)
 
 
-@pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"],
-                                  ["a", "b", "c", "t", "s", "x", "d"]])
-def test_groups_computed_by_spark_equal_the_runtimes(spark: Any, keys: list[str]) -> None:
-    df = frame(spark)
-    kinds = {f.name: f.dataType.typeName() for f in df.schema.fields}
-    for n_groups in (1, 7, 64, 4096):
-        by_spark = sink._with_group_steps(df, keys, n_groups, kinds, "g").collect()
-        by_python = sink._with_group_in_python(df, keys, n_groups, "g").collect()
-        assert by_spark == by_python, (keys, n_groups)
-        assert len({r.g for r in by_spark}) > min(n_groups, 3) - 1
-
-
 @pytest.mark.parametrize("keys", [["a"], ["b"], ["c"], ["t"], ["s"], ["x"], ["d"], ["n"],
                                   ["name"], ["u"], ["y"], ["a", "b", "c", "t", "s", "x", "d", "n"],
                                   ["d", "c"], ["u", "a", "y"], ["lcase"], ["v"], ["e"], ["fl"],
@@ -87,13 +74,10 @@ def _plan(df: Any) -> str:
     return str(df._jdf.queryExecution().analyzed())
 
 
-@pytest.mark.parametrize(("keys", "route", "earlier_route"), [
-    ("a", "hash", "steps"), ("a,t", "hash", "steps"), ("v", "hash", "python"),
-    ("name", "hash", "python"), ("a,name", "hash", "python")])
+@pytest.mark.parametrize("keys", ["a", "a,t", "v", "name", "a,name"])
 @pytest.mark.parametrize("earlier_state", [False, True])
-def test_new_states_route_by_sparks_hash_earlier_ones_by_steps_or_python(
-        spark: Any, tmp_path: Any, keys: str, route: str, earlier_route: str,
-        earlier_state: bool) -> None:
+def test_new_states_route_by_sparks_hash_earlier_ones_in_python(
+        spark: Any, tmp_path: Any, keys: str, earlier_state: bool) -> None:
     df = frame(spark, 10)
     opts = {"path": str(tmp_path / "out"), "checkpointLocation": str(tmp_path / "ck"),
             "inputs": "2", "inputColumn": "x", "keyColumns": keys, "timestampColumn": "t",
@@ -102,12 +86,10 @@ def test_new_states_route_by_sparks_hash_earlier_ones_by_steps_or_python(
         config = sink.parse_sink_options(opts)
         wiring = {k: v for k, v in config.wiring().items() if k != GROUP_FUNCTION}
         record_spec(config.state_location, config.spec, wiring)
-        route = earlier_route
     moved = sink.partition_for_sink(df, opts, partitions=3)
     plan = _plan(moved)
-    assert ("MapInArrow" in plan) is (route == "python")
-    assert ("__ordered_agg_key0" in plan) is (route == "steps")
-    assert ("pmod(hash(" in plan) is (route == "hash"), plan
+    assert ("MapInArrow" in plan) is earlier_state
+    assert ("pmod(hash(" in plan) is not earlier_state, plan
     assert moved.columns == df.columns  # without sequenceColumn every column orders ties
     assert moved.count() == 10
 
@@ -132,16 +114,3 @@ def test_columns_the_query_does_not_use_are_not_shuffled(
     moved = sink.partition_for_sink(df, opts, partitions=3)
     assert moved.columns == kept
     assert Counter(moved.collect()) == Counter(df.select(*kept).collect())
-
-
-def test_steps_are_computed_once_above_a_union_of_inputs(spark: Any) -> None:
-    # a stream of several inputs is a union: without the observation Spark's optimizer pushes
-    # every level of steps into each input's branch (optimised once per input every batch)
-    inputs = [frame(spark, 20) for _ in range(3)]
-    union = inputs[0].unionByName(inputs[1]).unionByName(inputs[2])
-    kinds = {f.name: f.dataType.typeName() for f in union.schema.fields}
-    tagged = sink._with_group_steps(union, ["a"], 64, kinds, "g")
-    optimized = str(tagged._jdf.queryExecution().optimizedPlan())
-    assert optimized.count("AS __ordered_agg_key0") == 1, optimized
-    assert sink.PARTITIONED_ROWS in optimized
-    assert tagged.collect() == sink._with_group_in_python(union, ["a"], 64, "g").collect()

@@ -137,6 +137,7 @@ def test_the_python_example_runs_from_a_plain_interpreter(source_example: pa.Tab
     assert source_example.num_rows > 1000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("door", ["sink", "ordered"])
 def test_the_sink_and_ordered_examples_give_the_source_s_windows(
         door: str, demo: int, source_example: pa.Table, root: Path, tmp_path: Path) -> None:

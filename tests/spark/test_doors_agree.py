@@ -243,6 +243,7 @@ def join_stream(rng: np.random.Generator, n: int) -> pa.Table:
                     schema=SCHEMA)
 
 
+@pytest.mark.slow
 def test_a_spilling_join_keeps_one_sequence_through_every_door(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reported case, scaled down: 3 inputs, a join that spills at once, windows after it,

@@ -45,7 +45,7 @@ from .helpers import (
     write_inputs,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.soak]
 REPO = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("SPARK_STREAM_SCHED_FAULT_SEED")
            or random.SystemRandom().randrange(10**6))

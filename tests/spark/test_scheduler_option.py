@@ -78,6 +78,7 @@ def test_unknown_strategy_is_refused_on_the_driver(tmp_path) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_scheduler_option_in_a_real_spark_query(spark, tmp_path) -> None:
     tables = write_inputs(str(tmp_path / "in"), rows=200)
     opts = source_options(str(tmp_path / "in"), 3, str(tmp_path / "state"),

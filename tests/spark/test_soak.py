@@ -44,7 +44,7 @@ from .soak_samples import (
     read_samples,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.soak]
 
 
 @pytest.mark.parametrize("soak", [Soak("source", 120, 40), Soak("sink", 30, 10, keep_metrics=5)],

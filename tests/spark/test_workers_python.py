@@ -66,6 +66,7 @@ def test_the_base_interpreter_really_lacks_the_package() -> None:
     assert lacking(sys.executable) is None
 
 
+@pytest.mark.slow
 def test_a_plain_builder_fails_with_the_first_lines_troubleshooting_documents(
         tmp_path: Path) -> None:
     done = run_driver(tmp_path, "plain")
@@ -89,6 +90,7 @@ def test_register_names_the_workers_interpreter_and_the_fix(tmp_path: Path) -> N
     assert f"start the session with spark.pyspark.python={sys.executable}" in first
 
 
+@pytest.mark.slow
 def test_configure_on_the_users_builder_makes_it_work(tmp_path: Path) -> None:
     done = run_driver(tmp_path, "configure")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -226,6 +226,7 @@ print("ordered-agg", sum(r.n for r in rows))
 '''
 
 
+@pytest.mark.slow
 def test_another_auto_registered_data_source_is_still_found(tmp_path: Path) -> None:
     """pyspark's lookup imports every ``pyspark_*`` module; ours must not hide the others."""
     (tmp_path / "site").mkdir()

@@ -23,7 +23,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/spark-stream-sched demo
 
-# The default run (about 25 min on 2 cores, two pytest workers): everything but the tests marked
+# The default run (about 17 min on 2 cores, two pytest workers): everything but the tests marked
 # slow, and the Spark Connect tests (they need a pytest process of their own: make test-connect);
 # the compatibility suite's doors on the checkout's pyspark included.
 test: $(STAMP)
@@ -37,9 +37,12 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "slow and not bench and not soak"
 
-# The soak (120 source and 30 sink micro-batches, the driver SIGKILLed twice in each) and the
-# random-kill campaigns (seeded kills at random crash points and delays; the seed is printed):
-# about 10 min on two workers, outside CI's hour (docs/soak.md).
+# The soak (120 source and 30 sink micro-batches, the driver SIGKILLed twice in each), the
+# random-kill campaigns (seeded kills at random crash points and delays; the seed is printed)
+# and the SIGKILL variants beyond the one per door that `make test-slow` keeps (the CLI job,
+# a keyed pipeline, a window after a spilling join, the sink's first and final commits, a late
+# file failed or skipped after a crash): about 15 min on two workers, outside CI's hour
+# (docs/soak.md).
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m soak
 
@@ -49,11 +52,12 @@ test-bench: $(STAMP)
 
 # Every door on every supported pyspark line (4.0 to 4.3), each in a fresh venv (under the
 # system's temporary directory) with the wheel built from the working tree installed into it as a
-# user would; the rows must agree across the lines. About 3 min per line once pip's cache holds
-# the pyspark wheels (tests/spark/compat/lines.py).
+# user would; the rows must agree across the lines. About 3.5 min per line once pip's cache
+# holds the pyspark wheels, COMPAT_JOBS lines at a time (tests/spark/compat/lines.py).
 COMPAT_LINES ?= 4.0.5,4.1.4,4.2.1,4.3.0
+COMPAT_JOBS ?= 2
 test-compat: $(STAMP)
-	$(BIN)/python -m tests.spark.compat.lines --lines $(COMPAT_LINES)
+	$(BIN)/python -m tests.spark.compat.lines --lines $(COMPAT_LINES) --jobs $(COMPAT_JOBS)
 
 # A real Spark Connect server started from the installed pyspark, used from a Connect client
 # (docs/connect.md); a pytest process of its own, since a process is either classic or Connect.

@@ -122,6 +122,7 @@ def test_cli_run_with_sink_engine_exits_0(spark: Any, tmp_path: Path,
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.soak
 def test_sigkill_after_first_batch_then_restart_is_exactly_once(tmp_path: Path) -> None:
     """The job (sink engine, own JVM) is killed right after its first committed micro-batch and
     rerun on the same checkpoint: the output equals the oracle, no duplicates, no loss."""

@@ -198,6 +198,7 @@ def test_a_spilling_join_then_stages_and_a_window_through_spark_equals_the_oracl
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_sigkill_with_a_window_after_the_spilling_join_restarts_to_the_oracle(
         spark: Any, tmp_path: Path) -> None:
     # The held results of the join's reorder buffer are part of each group's state: a driver

@@ -115,6 +115,7 @@ def _driver(options_file: str, checkpoint: str, out: str) -> subprocess.Popen[st
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_sigkill_of_the_driver_mid_pipeline_then_restart_matches_the_oracle(
         spark: Any, tmp_path: Path) -> None:
     tables = write_inputs(str(tmp_path / "in"), n_inputs=3, rows=150)

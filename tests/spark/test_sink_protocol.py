@@ -304,8 +304,11 @@ def _sink_job(tmp_path: Path, crash: str | None) -> subprocess.CompletedProcess[
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("crash", ["sink.output_written:batch=0", "sink.state_written:batch=2",
-                                   "sink.output_written:batch=final"])
+@pytest.mark.parametrize("crash", [pytest.param("sink.output_written:batch=0",
+                                                marks=pytest.mark.soak),
+                                   "sink.state_written:batch=2",
+                                   pytest.param("sink.output_written:batch=final",
+                                                marks=pytest.mark.soak)])
 def test_driver_killed_inside_a_commit_restarts_to_the_oracle(tmp_path: Path,
                                                                crash: str) -> None:
     tables = make_inputs(rows=900)

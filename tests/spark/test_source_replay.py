@@ -65,6 +65,7 @@ def _add_file_inside(input_dir: str, cursor_file: str) -> str:
     return late
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("late_files", ["fail", "skip"])
 def test_crash_after_offsets_logged_then_a_file_inside_the_batch(spark, tmp_path,
                                                                  late_files: str) -> None:

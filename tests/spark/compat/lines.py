@@ -13,6 +13,8 @@ from the working tree once, then for each line of :data:`LINES`:
    door's rows written to a file;
 4. after all lines, compares every door's digest across the lines.
 
+``--jobs N`` installs and tests N lines at once (``make test-compat`` runs two).
+
 Prints one line per pyspark line and door; exits non-zero when any step fails. pip's cache
 (``~/.cache/pip``) makes the installs fast after the first run.
 """
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +119,9 @@ def one_line(pyspark: str, wanted_python: str, wheel: Path, scratch: Path) -> Li
     started = time.monotonic()
     done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
                            "ignore::pytest.PytestConfigWarning", "-m",
-                           "compat", "tests/spark/compat"], cwd=suite, env=env, check=False)
+                           "compat", "tests/spark/compat"], cwd=suite, env=env, check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(f"== pyspark {pyspark} (Python {wanted_python} wanted)\n{done.stdout}", flush=True)
     if done.returncode != 0:
         raise RuntimeError(f"the compatibility suite failed on pyspark {pyspark}")
     written = json.loads(digests.read_text())
@@ -139,15 +144,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", default=",".join(p for p, _ in LINES),
                         help="pyspark versions to test, comma-separated (default: all)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="lines installed and tested at once (default 1); each line's "
+                             "output is printed whole when it finishes")
     args = parser.parse_args(argv)
-    results = []
+    chosen = [(p, py) for p, py in LINES if p in args.lines.split(",")]
     with tempfile.TemporaryDirectory(prefix="compat-lines-") as tmp:
         wheel = build_wheel(Path(tmp))
-        print(f"built {wheel.name}", flush=True)
-        for pyspark, python in LINES:
-            if pyspark in args.lines.split(","):
-                print(f"== pyspark {pyspark} (Python {python} wanted)", flush=True)
-                results.append(one_line(pyspark, python, wheel, Path(tmp)))
+        print(f"built {wheel.name}; testing {len(chosen)} lines, {args.jobs} at a time",
+              flush=True)
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = [pool.submit(one_line, p, py, wheel, Path(tmp)) for p, py in chosen]
+            wait(futures)
+    failed = [str(f.exception()) for f in futures if f.exception() is not None]
+    if failed:
+        print("\n".join(failed), file=sys.stderr)
+        return 1
+    results = [f.result() for f in futures]
     differ = report(results)
     if differ:
         print(f"rows differ between the lines for: {differ}", file=sys.stderr)

@@ -269,9 +269,9 @@ def partition_for_sink(df: Any, options: Mapping[str, str],
     (``runtime/distribution/murmur3.py``); the keys of a state started before states recorded
     their function are tagged in a Python ``mapInArrow`` step (docs/sink.md). Without this
     function the sink stays correct, but a group whose rows reach several tasks is merged on the
-    driver (``groups_on_driver`` in the commit record). The
-    group column is dropped again before the sink; so are, before the shuffle, the columns the
-    query does not use (``SinkConfig.stream_columns``).
+    driver (``groups_on_driver`` in the commit record). The group column is dropped again before
+    the sink; so are, before the shuffle, the columns the query does not use
+    (``SinkConfig.stream_columns``).
     """
     schema = arrow_schema(df.schema)
     config = with_group_function(parse_sink_options(options), schema)

@@ -26,8 +26,15 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from spark_stream_sched.figures import (
+    ordered_figures,
+    progress_dict,
+    sink_figures,
+    source_figures,
+)
 from spark_stream_sched.inputs.offsets import FORMAT, parse_offset, version_id
 from spark_stream_sched.runtime.state import batch_metrics, commit_log
+from spark_stream_sched.runtime.state.atomic import atomic_write
 from spark_stream_sched.runtime.state.owner import SINK, read_owner
 
 #: Commit-marker fields that are the sink's bookkeeping, not progress (schema, file names, ...).
@@ -54,11 +61,11 @@ def source_progress(state_location: str, spark_progress: Iterable[Any] = (),
     Returns
     -------
     list of dict
-        One dict per batch (keys in docs/source.md "Metrics"); the last batch of a finished
+        One dict per batch (keys in docs/monitoring.md); the last batch of a finished
         ``Trigger.AvailableNow`` run is included although Spark has not committed it yet.
     """
     spark = {version: p for p in spark_progress for version in source_versions(p)}
-    batches = [b for b in batch_metrics.read_batches(state_location)
+    batches = [source_figures(b) for b in batch_metrics.read_batches(state_location)
                if after is None or b["batch_id"] > after]
     for batch in batches:
         progress = spark.get(batch["version"])
@@ -93,7 +100,7 @@ def sink_progress(state_location: str, spark_progress: Iterable[Any] = (),
     owner = _sink_query_id(state_location)
     spark = {p.batchId: p for p in spark_progress if owner is not None and str(p.id) == owner}
     out = []
-    for record in commit_log.read_markers(state_location):
+    for record in sink_figures(commit_log.read_markers(state_location)):
         if after is not None and int(record.get("order", 0)) <= after:
             continue
         figures = {k: v for k, v in record.items() if k not in _SINK_INTERNAL}
@@ -102,6 +109,43 @@ def sink_progress(state_location: str, spark_progress: Iterable[Any] = (),
             figures.update(spark_figures(progress))
         out.append(figures)
     return out
+
+
+def ordered_progress(spark_progress: Iterable[Any], after: int | None = None
+                     ) -> list[dict[str, Any]]:
+    """An ``ordered()`` query's figures of every batch, from Spark's progress of it.
+
+    ``ordered()`` runs inside Spark's stateful operator, so its figures are in Spark's
+    ``StreamingQueryProgress`` (``query.recentProgress``, or the dicts of their JSON a listener
+    logged); :func:`~spark_stream_sched.figures.ordered_figures` reads them. ``after``: only
+    batches with a larger batch id.
+    """
+    return [b for b in ordered_figures(spark_progress)
+            if after is None or int(b["batch_id"]) > after]
+
+
+def save_progress(spark_progress: Iterable[Any], path: str) -> int:
+    """Write Spark's progress of a query to ``path``, one JSON object a line; return how many.
+
+    ``spark_progress``: ``query.recentProgress`` (Spark keeps the last
+    ``spark.sql.streaming.numRecentProgressUpdates``, 100 by default) or progress a listener
+    collected. ``spark-stream-sched report <path>`` draws an ``ordered()`` query's batches from
+    it. The file is replaced whole (written beside it, then renamed).
+    """
+    lines = [json.dumps(progress_dict(p), sort_keys=True) + "\n" for p in spark_progress]
+    atomic_write(path, "".join(lines).encode())
+    return len(lines)
+
+
+def batches(location: str) -> list[dict[str, Any]]:
+    """Every recorded batch under a source's or a sink's state location, in batch order.
+
+    The records have the common fields of :mod:`spark_stream_sched.figures` (and the door's
+    own); [] when nothing has run there.
+    """
+    if read_owner(location, SINK) is not None or commit_log.read_markers(location):
+        return sink_progress(location)
+    return source_progress(location)
 
 
 def source_versions(progress: Any) -> list[str]:
@@ -135,13 +179,16 @@ def _sink_query_id(state_location: str) -> str | None:
 
 
 def format_line(figures: dict[str, Any]) -> str:
-    """One log line of a source batch's figures."""
-    lag = figures.get("lag_ms")
-    return (f"ordered-agg batch {figures['batch_id']}: {figures['rows_read']:,} rows read, "
-            f"{figures['rows_released']:,} released, {figures['late_dropped']:,} late dropped, "
-            f"{figures['windows_out']:,} windows, state {figures['state_bytes']:,} B, "
-            f"lag {'-' if lag is None else f'{lag:,} ms'}, {figures['seconds']:.2f} s"
-            + _join_part(figures))
+    """One log line of a batch's figures (any door's record, :mod:`~spark_stream_sched.figures`)."""
+    lag, state, seconds = figures.get("lag_ms"), figures.get("state_bytes"), figures.get(
+        "batch_seconds")
+    return (f"ordered-agg {figures.get('door', 'source')} batch {figures['batch_id']}: "
+            f"{int(figures.get('rows_in') or 0):,} rows in, "
+            f"{int(figures.get('windows_out') or 0):,} windows out, "
+            f"{int(figures.get('late_dropped') or 0):,} late dropped, "
+            f"state {'-' if state is None else f'{state:,} B'}, "
+            f"lag {'-' if lag is None else f'{lag:,} ms'}, "
+            f"{'-' if seconds is None else f'{seconds:.2f}'} s" + _join_part(figures))
 
 
 def _join_part(figures: dict[str, Any]) -> str:

@@ -62,8 +62,8 @@ def test_source_progress_joins_spark_progress_of_the_same_batch(tmp_path: Path) 
     assert [b["spark_input_rows"] for b in batches] == [1, 3, 5]
     assert [b["spark_trigger_ms"] for b in batches] == [40, 41, 42]
     assert all(b["query_name"] == "job" and b["rows_read"] == 10 for b in batches)
-    assert format_line(batches[0]) == ("ordered-agg batch 0: 10 rows read, 8 released, "
-                                       "0 late dropped, 1 windows, state 200 B, lag 7 ms, 0.50 s")
+    assert format_line(batches[0]) == ("ordered-agg source batch 0: 10 rows in, 1 windows out, "
+                                       "0 late dropped, state 200 B, lag 7 ms, 0.50 s")
 
 
 def test_source_progress_without_spark_progress_and_after(tmp_path: Path) -> None:

@@ -129,12 +129,35 @@ def source_example(demo: int, root: Path, tmp_path_factory: pytest.TempPathFacto
     return windows(root, "source")
 
 
+#: What the Monitoring block's ``report`` line of each door reads.
+RECORDED = {"source": "demo-output/example/state",
+            "sink": "demo-output/example-sink/checkpoint/ordered-agg-sink",
+            "ordered": "demo-output/example-ordered/progress.jsonl"}
+
+
+def check_report(door: str, root: Path, demo: int) -> None:
+    """Run the Monitoring block's ``report`` of ``door``: a PNG, and every window counted."""
+    (block,) = [b for b in blocks("bash") if "spark-stream-sched report" in b]
+    (line,) = [c for c in commands(block) if RECORDED[door] in c]
+    out = run(["bash", "-c", line], root).stdout.splitlines()
+    png = line.split("--out ")[1].split()[0]
+    assert out[-1] == f"wrote {png}"
+    assert (root / png).read_bytes().startswith(b"\x89PNG")
+    header = out[0].split("  ")
+    assert [h.strip() for h in header if h.strip()][:3] == ["batch", "rows in", "windows out"]
+    rows = [line.split() for line in out[2:-1]]
+    assert sum(int(r[1].replace(",", "")) for r in rows) == 100_000  # the demo's readings
+    assert sum(int(r[2].replace(",", "")) for r in rows) == demo
+
+
 def test_the_readme_has_one_python_example_per_entry_point() -> None:
     assert len(blocks("python")) == len(WINDOWS)
 
 
-def test_the_python_example_runs_from_a_plain_interpreter(source_example: pa.Table) -> None:
+def test_the_python_example_runs_from_a_plain_interpreter(source_example: pa.Table, demo: int,
+                                                          root: Path) -> None:
     assert source_example.num_rows > 1000
+    check_report("source", root, demo)
 
 
 @pytest.mark.slow
@@ -147,6 +170,7 @@ def test_the_sink_and_ordered_examples_give_the_source_s_windows(
     assert got.column_names == source_example.column_names
     assert got.schema == source_example.schema
     assert got.equals(source_example)  # bit for bit, first() and float averages included
+    check_report(door, root, demo)
 
 
 @pytest.mark.slow
@@ -240,7 +264,7 @@ def test_the_keyed_operator_examples_run(demo: int, root: Path) -> None:
 
 
 def test_the_readme_stays_short_and_its_documents_exist() -> None:
-    assert len(README.splitlines()) <= 250
+    assert len(README.splitlines()) <= 280
     named = set(re.findall(r"docs/[\w./-]+\.md", README))
     assert {"docs/options.md", "docs/performance.md", "docs/references.md"} <= named
     assert [n for n in sorted(named) if not (REPO / n).is_file()] == []

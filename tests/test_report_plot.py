@@ -25,8 +25,9 @@ def write_metrics(location: Path, batches: list[dict[str, Any]]) -> None:
 
 
 def batch(i: int) -> dict[str, Any]:
-    """Batch ``i``: 2000 * (i + 1) rows/s, a lag of 3 + i s, (i + 1) MiB of state."""
-    return {"rows_read": 1000 * (i + 1), "lag_ms": 3000 + 1000 * i, "state_bytes": 2**20 * (i + 1)}
+    """Batch ``i``: 2000 * (i + 1) rows/s, 10 * (i + 1) windows, a lag of 3 + i s, i + 1 MiB."""
+    return {"rows_read": 1000 * (i + 1), "windows_out": 10 * (i + 1), "lag_ms": 3000 + 1000 * i,
+            "state_bytes": 2**20 * (i + 1)}
 
 
 @pytest.fixture
@@ -59,8 +60,8 @@ def report(tmp_path: Path, batches: list[dict[str, Any]], saved: list[Any]) -> A
 def test_the_axes_cover_every_batch_and_value(tmp_path: Path, saved: list[Any], n: int) -> None:
     fig = report(tmp_path, [batch(i) for i in range(n)], saved)
     ids = list(range(5, 5 + n))
-    tops = [2000.0 * n, 3.0 + n - 1, float(n)]  # rows/s, lag s, MiB of the last batch
-    assert len(fig.axes) == 3
+    tops = [2000.0 * n, 10.0 * n, 3.0 + n - 1, float(n)]  # rows/s, windows, lag s, MiB
+    assert len(fig.axes) == 4
     for ax, top in zip(fig.axes, tops, strict=True):
         low, high = ax.get_xlim()
         assert low <= ids[0] - 0.5  # half a batch of room at either end
@@ -79,13 +80,14 @@ def test_the_axes_cover_every_batch_and_value(tmp_path: Path, saved: list[Any], 
 def test_short_runs_label_each_bar_with_its_value(tmp_path: Path, saved: list[Any]) -> None:
     fig = report(tmp_path, [batch(0), batch(1)], saved)
     labels = [[t.get_text() for t in ax.texts] for ax in fig.axes]
-    assert labels == [["2,000", "4,000"], ["3", "4"], ["1", "2"]]
+    assert labels == [["2,000", "4,000"], ["10", "20"], ["3", "4"], ["1", "2"]]
 
 
 def test_missing_and_zero_figures_still_give_an_axis(tmp_path: Path, saved: list[Any]) -> None:
-    """No lag (nothing merged yet) and no state: ``n/a`` and 0, on axes from 0 to 1."""
+    """No lag (nothing merged yet), no windows and no state: ``n/a`` and 0, on axes 0 to 1."""
     fig = report(tmp_path, [{"rows_read": 10, "lag_ms": None, "state_bytes": 0}], saved)
-    _, lag, state = fig.axes
+    _, windows, lag, state = fig.axes
+    assert [t.get_text() for t in windows.texts] == ["0"]  # the tasks' sum
     assert [t.get_text() for t in lag.texts] == ["n/a"]
     assert lag.get_ylim() == (0.0, 1.0)
     assert state.get_ylim() == (0.0, 1.0)
@@ -107,8 +109,8 @@ def test_a_history_file_adds_memory_and_location_panels(tmp_path: Path, saved: l
     out = tmp_path / "report.png"
     assert main(["report", str(history), "--out", str(out)]) == 0
     (fig,) = saved
-    assert len(fig.axes) == 5
-    memory, location = fig.axes[3:]
+    assert len(fig.axes) == 6
+    memory, location = fig.axes[4:]
     assert [t.get_text() for t in memory.get_legend().get_texts()] == [
         "driver (Python)", "driver (JVM)", "worker (largest)"]
     assert memory.get_ylim()[1] > 600  # MiB of the JVM, inside the panel
@@ -122,3 +124,42 @@ def test_a_history_file_adds_memory_and_location_panels(tmp_path: Path, saved: l
     history.write_text('{"batch_id": 0}\nnot json\n')
     assert main(["report", str(history), "--out", str(out)]) == 2
     assert "history.jsonl line 2 is not a batch record" in capsys.readouterr().err
+
+
+def test_rows_per_second_are_over_the_wall_time_between_batch_ends(tmp_path: Path) -> None:
+    """Tasks that read for 0.5 s of batches 10 s apart: the rate is rows per 10 s, not 0.5 s."""
+    from spark_stream_sched.commands.report import load
+
+    for i in range(3):
+        batch_metrics.write_part(str(tmp_path / "state"), f"{i + 1:015d}-x", 0, {
+            "batch_id": i, "rows_read": 1000, "seconds": 0.5, "started_at": 100.0 + 10 * i,
+            "ended_at": 102.0 + 10 * i})
+    rates = [b["rows_per_second"] for b in load(str(tmp_path / "state"))]
+    assert rates == [500.0, 100.0, 100.0]  # the first batch over its own 2 s
+
+
+def test_the_sink_and_ordered_draw_the_same_panels_as_the_source(
+        tmp_path: Path, saved: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sink's state location and an ordered() query's Spark progress JSON, as recorded."""
+    import json
+
+    from tests.test_figures import ORDERED_PROGRESS
+    from tests.test_progress import run_sink
+
+    rows = run_sink(tmp_path, monkeypatch, "query-a")
+    out = tmp_path / "report.png"
+    write_metrics(tmp_path / "state", [batch(0), batch(1)])
+    progress = tmp_path / "progress.jsonl"
+    progress.write_text("".join(json.dumps(p) + "\n" for p in ORDERED_PROGRESS))
+    for recorded in (tmp_path / "state", tmp_path / "ck" / "ordered-agg-sink", progress):
+        assert main(["report", str(recorded), "--out", str(out)]) == 0
+    source_fig, sink_fig, ordered_fig = saved
+    labels = [[ax.get_ylabel() for ax in fig.axes][:4] for fig in saved]  # + memory, location
+    assert labels[0] == labels[1] == labels[2] == [
+        "input rows / s\n(wall time)", "windows out", "lag behind newest\ninput (event-time s)",
+        "state (MiB)"]
+    rows_drawn, windows_drawn = ([sum(bar.get_height() for bar in fig.axes[i].patches)
+                                  for fig in (sink_fig, ordered_fig)] for i in (0, 1))
+    assert rows > 0
+    assert all(v > 0 for v in rows_drawn + windows_drawn)
+    assert sum(bar.get_height() for bar in sink_fig.axes[3].patches) > 0  # its state files

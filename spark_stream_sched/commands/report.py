@@ -1,14 +1,16 @@
-"""``spark-stream-sched report <stateLocation>``: plot and tabulate the source's batch metrics.
+"""``spark-stream-sched report <stateLocation | file>``: tabulate and plot any door's batches.
 
-Reads ``<stateLocation>/metrics/`` (written by the ``ordered-agg`` source, see docs/source.md
-"Metrics"; nothing is written there) -- or a JSON-lines file of batch records (one merged
-metrics record, or one sink commit marker, a line: a long run's history, of which the state
-location keeps only the last ``keepMetrics`` batches) -- prints one row per batch and writes a
-PNG with three panels over the batches: input rows per second, lag of the ready bound behind
-the newest input, and state bytes; and, when the records have them, two more for a query meant
-to run for weeks: the resident memory of the driver and the workers, and the files and bytes
-under the state location (docs/state_store.md, "Retention"). Needs matplotlib (the ``bench``
-extra).
+Reads the batches a door recorded (docs/monitoring.md; nothing is written there): a source's
+``stateLocation`` (its ``metrics/``), a sink's (its commit markers), or a JSON-lines file of
+batch records -- Spark's progress JSON of an ``ordered()`` query (``StreamingQueryProgress.json``
+a line), merged source metrics, sink commit markers, or a soak's samples (a long run's history,
+of which a state location keeps only the last ``keepMetrics`` batches). Every door's records get
+the common fields of :mod:`spark_stream_sched.figures`; the command prints one row per batch and
+writes a PNG with the same four panels for every door: input rows per second of wall time,
+windows out, lag of the ready bound behind the newest event time, and state bytes; and, when
+the records have them, two more for a query meant to run for weeks: the resident memory of the
+driver and the workers, and the files and bytes under the state location
+(docs/state_store.md, "Retention"). Needs matplotlib (the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ import os
 from typing import Any
 
 from spark_stream_sched.errors import ConfigError
-from spark_stream_sched.runtime.state import batch_metrics
+from spark_stream_sched.figures import (
+    is_spark_progress,
+    ordered_figures,
+    sink_figures,
+    source_figures,
+    with_rates,
+)
+from spark_stream_sched.progress import batches as recorded_batches
 
-_COLUMNS = [("batch_id", "batch"), ("rows_read", "rows read"), ("rows_released", "released"),
-            ("late_dropped", "late"), ("windows_out", "windows"), ("state_bytes", "state B"),
-            ("lag_ms", "lag ms"), ("seconds", "seconds"), ("rows_per_second", "rows/s"),
-            ("location_files", "loc files")]
+_COLUMNS = [("batch_id", "batch"), ("rows_in", "rows in"), ("windows_out", "windows out"),
+            ("late_dropped", "late dropped"), ("state_bytes", "state B"),
+            ("spill_bytes", "spill B"), ("lag_ms", "lag ms"), ("batch_seconds", "batch s"),
+            ("rows_per_second", "rows in/s"), ("location_files", "loc files")]
 #: The panels drawn when the records have their figures: y label -> {field: legend, scale}.
 _USAGE = {
     "resident memory\n(MiB)": {"driver_rss_bytes": ("driver (Python)", 2**20),
@@ -42,13 +51,15 @@ BARS_UP_TO = 12
 def register(subparsers: Any) -> None:
     """Add the ``report`` sub-command."""
     parser = subparsers.add_parser(
-        "report", help="plot the ordered-agg source's per-batch metrics (PNG + table)",
-        description="Read the per-batch metrics files under an ordered-agg stateLocation, "
-                    "print a table of the newest batches and write a PNG of input rows/s, lag "
-                    "behind the newest input and state bytes over the batches.")
+        "report", help="plot the per-batch figures of any ordered-agg door (PNG + table)",
+        description="Read the batches an ordered-agg source or sink recorded under its "
+                    "stateLocation, or a JSON-lines file of batch records (an ordered() "
+                    "query's Spark progress JSON, one a line), print a table of the newest "
+                    "batches and write a PNG of input rows/s, windows out, lag behind the "
+                    "newest event time and state bytes over the batches.")
     parser.add_argument("state_location", metavar="stateLocation",
-                        help="the source's stateLocation option, or a JSON-lines file of batch "
-                             "records")
+                        help="a source's or sink's stateLocation, or a JSON-lines file of batch "
+                             "records (Spark progress JSON of an ordered() query)")
     parser.add_argument("--out", default="report.png", help="PNG to write (default: %(default)s)")
     parser.set_defaults(func=run)
 
@@ -68,20 +79,34 @@ def run(args: argparse.Namespace) -> int:
 
 
 def load(location: str) -> list[dict[str, Any]]:
-    """The batches' figures with ``rows_per_second``; ConfigError when there are none."""
-    batches = (read_lines(location) if os.path.isfile(location)
-               else batch_metrics.read_batches(location))
+    """The batches' common figures with ``rows_per_second``; ConfigError when there are none."""
+    batches = (common_figures(read_lines(location)) if os.path.isfile(location)
+               else recorded_batches(location))
     if not batches:
-        where = batch_metrics.metrics_dir(location)
-        hint = ("it is not a directory" if not os.path.isdir(location) else
-                "no batch has run there yet, or it is not an ordered-agg stateLocation")
-        raise ConfigError(f"no ordered-agg batch metrics under {where}: {hint}; give the "
-                          f"stateLocation option of a query that has run")
-    for b in batches:
-        seconds = float(b.get("seconds") or 0.0)
-        rows = b.get("rows_read", b.get("rows_in")) or 0
-        b["rows_per_second"] = rows / seconds if seconds > 0 else 0.0
-    return batches
+        hint = ("it is neither a directory nor a file" if not os.path.isdir(location) else
+                "no batch has run there yet, or it is not an ordered-agg source's or sink's "
+                "stateLocation")
+        raise ConfigError(f"no ordered-agg batches recorded under {location}: {hint}; give the "
+                          f"stateLocation of a query that has run, or a JSON-lines file of its "
+                          f"batch records (docs/monitoring.md)")
+    return with_rates(batches)
+
+
+def common_figures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A file's records with the common fields: Spark progress, source or sink records.
+
+    Records of none of these kinds (a soak's samples) are kept as they are.
+    """
+    if records and all(is_spark_progress(r) for r in records):
+        found = ordered_figures(records)
+        if not found:
+            raise ConfigError("the file holds Spark progress without ordered()'s observations "
+                              "(ordered_agg_in, ordered_agg_out); give the progress of a query "
+                              "that ordered() defined")
+        return found
+    if records and all("rows_out" in r and "order" in r for r in records):
+        return sink_figures(records)
+    return [source_figures(r) if "rows_read" in r else r for r in records]
 
 
 def read_lines(path: str) -> list[dict[str, Any]]:
@@ -93,13 +118,22 @@ def read_lines(path: str) -> list[dict[str, Any]]:
                 continue
             try:
                 record = json.loads(line)
-                int(record["batch_id"])
+                if not isinstance(record.get("batchId"), int) and record["batch_id"] != "final":
+                    int(record["batch_id"])  # Spark's progress JSON has batchId instead
             except (ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"{path} line {number} is not a batch record with a batch_id "
                                   f"({exc}); give a stateLocation or a file of batch records, "
                                   f"one JSON object a line") from None
             records.append(record)
-    return sorted(records, key=lambda r: int(r["batch_id"]))
+    return sorted(records, key=_batch_order)
+
+
+def _batch_order(record: dict[str, Any]) -> tuple[int, int]:
+    """Batch order of a record: Spark's id, a sink marker's commit order, ``final`` last."""
+    if "order" in record:
+        return (0, int(record["order"]))
+    value = record["batchId"] if "batchId" in record else record["batch_id"]
+    return (0, int(value)) if value != "final" else (1, 0)
 
 
 def base_panels(batches: list[dict[str, Any]]) -> list[tuple[list[float], str]]:
@@ -112,7 +146,9 @@ def base_panels(batches: list[dict[str, Any]]) -> list[tuple[list[float], str]]:
     if present & usage and not present & {"rows_read", "rows_in", "lag_ms", "state_bytes"}:
         return []
     return [
-        ([b["rows_per_second"] for b in batches], "input rows / s\n(slowest task)"),
+        ([b["rows_per_second"] for b in batches], "input rows / s\n(wall time)"),
+        ([float("nan") if b.get("windows_out") is None else b["windows_out"]
+          for b in batches], "windows out"),
         ([float("nan") if b.get("lag_ms") is None else b["lag_ms"] / 1000 for b in batches],
          "lag behind newest\ninput (event-time s)"),
         ([float("nan") if b.get("state_bytes") is None else b["state_bytes"] / 2**20
@@ -157,7 +193,7 @@ def figure(batches: list[dict[str, Any]], location: str) -> Any:
     from spark_stream_sched.bench.common import bench_extra
 
     plt = bench_extra("matplotlib.pyplot", "the report command")
-    x = [int(b["batch_id"]) for b in batches]
+    x = batch_axis(batches)
     panels, usage = base_panels(batches), usage_panels(batches)
     fig, axes = plt.subplots(len(panels) + len(usage), 1, squeeze=False,
                              figsize=(9, 1 + 2 * (len(panels) + len(usage))), sharex=True)
@@ -170,9 +206,19 @@ def figure(batches: list[dict[str, Any]], location: str) -> Any:
         ax.set_ylabel(label, fontsize=9)
     _batch_axis(axes[-1], x)
     count = f"{len(batches)} batch" + ("" if len(batches) == 1 else "es")
-    fig.suptitle(f"ordered-agg metrics: {location} ({count})", fontsize=10)
+    door = batches[0].get("door")
+    fig.suptitle(f"ordered-agg {door or 'metrics'}: {location} ({count})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def batch_axis(batches: list[dict[str, Any]]) -> list[int]:
+    """The x of each batch: its id; the sink's ``final`` commit one past the batch before."""
+    x: list[int] = []
+    for b in batches:
+        x.append(x[-1] + 1 if b["batch_id"] == "final" and x else
+                 0 if b["batch_id"] == "final" else int(b["batch_id"]))
+    return x
 
 
 def _draw_panel(ax: Any, x: list[int], y: list[float]) -> None:

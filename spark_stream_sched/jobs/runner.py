@@ -200,11 +200,11 @@ class _ProgressPrinter:
     ``query.recentProgress``.
     """
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, counted: str) -> None:
         from pyspark.sql.streaming.listener import StreamingQueryListener
 
         printed: set[int] = set()
-        self.printed = printed
+        self.printed, self.counted = printed, counted
 
         class Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -213,7 +213,7 @@ class _ProgressPrinter:
             def onQueryProgress(self, event: Any) -> None:  # noqa: N802
                 """Print the batch id, its rows and its duration."""
                 _print_batch(event.progress.batchId, event.progress.numInputRows,
-                             event.progress.durationMs, printed)
+                             event.progress.durationMs, printed, counted)
 
             def onQueryIdle(self, event: Any) -> None:  # noqa: N802
                 """Nothing to report while idle."""
@@ -239,17 +239,21 @@ class _ProgressPrinter:
     def catch_up(self, query: Any) -> None:
         """Print the finished batches the listener has not reported (yet)."""
         for p in query.recentProgress:
-            _print_batch(p.batchId, p.numInputRows, p.durationMs, self.printed)
+            _print_batch(p.batchId, p.numInputRows, p.durationMs, self.printed, self.counted)
 
 
 def _print_batch(batch_id: int, rows: int, duration_ms: dict[str, int],
-                 printed: set[int]) -> None:
+                 printed: set[int], counted: str) -> None:
+    """``batch N committed: R <counted>, S s``: Spark's ``numInputRows`` of the batch.
+
+    For the source those are the windows it emitted (its rows are Spark's input); for the
+    sink, the rows it took in.
+    """
     if batch_id in printed:
         return
     printed.add(batch_id)
     seconds = duration_ms.get("triggerExecution", 0) / 1000
-    print(f"batch {batch_id} committed: {rows:,} rows from the stream's source, "
-          f"{seconds:.1f} s", flush=True)
+    print(f"batch {batch_id} committed: {rows:,} {counted}, {seconds:.1f} s", flush=True)
 
 
 def _run_source(spark: Any, cfg: JobConfig, dirs: list[Path]) -> Any:
@@ -348,7 +352,8 @@ def run_job(cfg: JobConfig, spark: Any | None = None, master: str | None = None,
         started += startup
         engine = _run_source if cfg.engine == "source" else _run_sink
         if progress:
-            with _ProgressPrinter(session) as printer:
+            counted = "windows out" if cfg.engine == "source" else "rows in"
+            with _ProgressPrinter(session, counted) as printer:
                 printer.catch_up(engine(session, cfg, dirs))
         else:
             engine(session, cfg, dirs)

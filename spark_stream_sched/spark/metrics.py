@@ -13,7 +13,7 @@ on every progress event::
     with OrderedAggProgress(spark, "/state/q1") as progress:   # before start()
         query = df.writeStream...trigger(availableNow=True).start()
         query.awaitTermination()
-    progress.latest   # {"batch_id": 3, "rows_read": ..., "lag_ms": ..., "state_bytes": ...}
+    progress.latest   # {"batch_id": 3, "rows_in": ..., "lag_ms": ..., "state_bytes": ...}
 
 Spark delivers listener events asynchronously, on its listener-bus thread. Leaving the ``with``
 block (or :meth:`OrderedAggProgress.remove`) waits until Spark's listener bus has delivered
@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_stream_sched.errors import SparkStreamSchedError
+from spark_stream_sched.figures import source_figures
 from spark_stream_sched.progress import format_line, source_versions, spark_figures
 from spark_stream_sched.runtime.state import batch_metrics
 
@@ -92,7 +93,7 @@ class OrderedAggProgress:
     state_location
         The source's ``stateLocation`` option.
     callback
-        Called with each batch's figures (a dict; see docs/source.md "Metrics"), on Spark's
+        Called with each batch's figures (a dict; see docs/monitoring.md), on Spark's
         listener thread.
 
     Notes
@@ -187,7 +188,7 @@ class OrderedAggProgress:
             found = batch_metrics.merge_batch(self.state_location, version, progress.batchId)
         if found is None:
             return None
-        return {**found, **spark_figures(progress)}
+        return {**source_figures(found), **spark_figures(progress)}
 
     def _version(self, progress: Any) -> str | None:
         """State version at the end offset of this query's ordered-agg source, if any."""

@@ -274,7 +274,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         schema; all the work is the runtime's (``runtime/engine/batch.py``).
         """
         assert isinstance(partition, GroupRangePartition)
-        started = time.perf_counter()
+        started, wall_started = time.perf_counter(), time.time()
         n, location = self._plan.config.n_inputs, self._plan.config.state_location
         start, end = parse_offset(partition.start, n), parse_offset(partition.end, n)
         rows = (read_once.read_task_rows(partition.rows_file)
@@ -300,6 +300,7 @@ class OrderedAggStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     seq=end.total_seq)
         batch_id = _spark_batch_id()
         result.metrics.update(seconds=round(time.perf_counter() - started, 4),
+                              started_at=round(wall_started, 3), ended_at=round(time.time(), 3),
                               late_files_skipped=partition.late_files_skipped,
                               batch_id=None if batch_id is None else int(batch_id),
                               newest_ts=end.newest_ts, lag_ms=lag_ms(end))

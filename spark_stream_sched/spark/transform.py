@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from spark_stream_sched.errors import ConfigError
+from spark_stream_sched.figures import OBSERVED_IN, OBSERVED_OUT
 from spark_stream_sched.runtime.engine.packing import GROUP, ORDER, RESULTS, ROWS, pack, unpack
 from spark_stream_sched.runtime.keyed.pipeline import Pipeline
 from spark_stream_sched.runtime.packets import EVENT_TIME_MAX
@@ -177,6 +178,7 @@ class WindowedStreams:
 
 def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
     """Tag, watermark, union, pack by group, transform, unpack (module doc, transform_wire)."""
+    from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -187,9 +189,9 @@ def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
     results = packed.groupBy(GROUP).transformWithStateInPandas(
         processor, StructType([StructField(RESULTS, BinaryType())]), "Append", "EventTime")
     out_struct = StructType([StructField(f.name, from_arrow_type(f.type)) for f in arrow_out])
-    return results.mapInArrow(
-        functools.partial(unpack, schema=arrow_schema(out_struct)),
-        out_struct)
+    windows = results.mapInArrow(functools.partial(unpack, schema=arrow_schema(out_struct)),
+                                 out_struct)
+    return windows.observe(OBSERVED_OUT, F.count(F.lit(1)).alias("windows_out"))
 
 
 def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Schema]:
@@ -213,6 +215,11 @@ def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Sch
     # End-of-input rows reach pack(), which drops them: a filter here would be pushed below
     # the watermark and hide them from it.
     rows = merged.select(*payload.fieldNames(), F.col(INPUT), end.alias(END))
+    # The batch's figures in Spark's progress (progress.observedMetrics; docs/monitoring.md).
+    ts_ms = F.unix_millis(F.col(s.timestamp)) if ts_is_timestamp else F.col(s.timestamp)
+    data = ~F.col(END)
+    rows = rows.observe(OBSERVED_IN, F.count(F.when(data, 1)).alias("rows_in"),
+                        F.max(F.when(data, ts_ms)).alias("newest_ts"))
     packed = rows.mapInArrow(
         functools.partial(pack, payload=arrow_in, keys=s.keys, n_groups=s.partition_groups,
                           input_column=INPUT, end_column=END, timestamp=s.timestamp,

@@ -28,7 +28,7 @@ def test_report_of_a_real_run(spark, tmp_path, capsys) -> None:
     assert data.startswith(PNG_MAGIC)
     assert len(data) > 10_000
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["batch", "rows", "read"]
+    assert lines[0].split()[:5] == ["batch", "rows", "in", "windows", "out"]
     batch_rows = [line.split() for line in lines[2:] if line.split()[0].isdigit()]
     assert len(batch_rows) >= 4  # 651 rows at 150 per batch, the last batch unmerged included
     assert [int(r[0]) for r in batch_rows] == list(range(len(batch_rows)))
@@ -38,7 +38,7 @@ def test_report_without_metrics_is_one_line_exit_2(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "r.png")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
-    assert "no ordered-agg batch metrics under" in err
+    assert "no ordered-agg batches recorded under" in err
     assert not (tmp_path / "r.png").exists()
 
 

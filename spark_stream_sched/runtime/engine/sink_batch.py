@@ -71,6 +71,9 @@ class TaskWork:
     cpu_s: float = 0.0
     rss: int | None = None
     error: str | None = None
+    #: Wall clock (Unix seconds) when the task began, and bytes its join stages pushed to disk.
+    started_at: float | None = None
+    spill_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def run_task(config: SinkConfig, batch_id: int, table: pa.Table, version: str, w
 
     ``marker``: batch N-1's commit marker (None before the first batch, or unreadable).
     """
-    started = time.process_time()
+    started, wall_started = time.process_time(), time.time()
     work = TaskWork()
     try:
         if marker is None and batch_id > 0:
@@ -133,7 +136,7 @@ def run_task(config: SinkConfig, batch_id: int, table: pa.Table, version: str, w
         logger.info("ordered-agg sink task %s: left to the driver: %s", writer, exc)
         work = TaskWork(error=str(exc))
     work.cpu_s = round(time.process_time() - started, 6)
-    work.rss = process_rss()
+    work.rss, work.started_at = process_rss(), round(wall_started, 3)
     return work
 
 
@@ -158,6 +161,8 @@ def _run_task(config: SinkConfig, batch_id: int, table: pa.Table, version: str, 
     result = sink_batch(config, prep.rows.schema, groups).run(
         prep.rows, store, previous.bound, work.bound, sink_hold(config, previous, store.start))
     work.groups = dict(store.written)
+    work.spill_bytes = sum(int(result.metrics.get(f"join_{name}") or 0)
+                           for name in ("pushed_bytes", "held_pushed_bytes"))
     staged = tagged(result.per_group)
     if staged is not None:
         work.output = str(staged_dir / f"result-{writer}-{uuid.uuid4().hex[:8]}.arrow")

@@ -315,6 +315,7 @@ class SinkCommitter:
         }
         if started is not None:  # the driver's CPU time for the whole commit, output included
             record["driver_cpu_s"] = round(time.process_time() - started, 6)
+        record["committed_at"] = round(time.time(), 3)
         record.update(self._usage, **rss_figure("driver_rss_bytes"))
         write_marker(self.location, name, record)
         crash_point("sink.marker_written", **step)

@@ -29,6 +29,7 @@ and flags for the *next* batch the inputs that have had none for the timeout.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ from spark_stream_sched.runtime.engine.sink_rows import (
 )
 from spark_stream_sched.runtime.merge import ready_bound
 from spark_stream_sched.runtime.packets import TS_MAX
-from spark_stream_sched.runtime.state.files import FileStateStore
+from spark_stream_sched.runtime.state.files import FileStateStore, file_stamp, version_dir
 from spark_stream_sched.runtime.state.store import Entry
 
 
@@ -166,6 +167,9 @@ class _Commit:
                  "tasks": len(self.staged), "tasks_cpu_s": round(sum(w.cpu_s for w in works), 6),
                  "worker_rss_bytes": max((w.rss for w in works if w.rss), default=None),
                  "hold_bound": query_hold(entries, None, False),
+                 "state_bytes": state_bytes(self.config.state_location, entries),
+                 "spill_bytes": sum(w.spill_bytes for w in works),
+                 "started_at": min((w.started_at for w in works if w.started_at), default=now),
                  "driver_cpu_s": round(time.process_time() - self.started, 6)}
         return Applied(self.ordered(outputs), batch_max, finished, bound, rows_in - seq_dropped,
                        self.previous.dropped + sum(w.late for w in works) + seq_dropped,
@@ -334,3 +338,13 @@ def finish_step(config: SinkConfig, marker: Mapping[str, Any], version: str,
     outputs = commit.run_groups(groups, None, commit.start, TS_MAX, entries)
     commit.store.commit(version, DRIVER, entries)
     return commit.ordered(outputs)
+
+
+def state_bytes(location: str, entries: Mapping[int, Entry | None]) -> int:
+    """Bytes of the state files ``entries`` name (the batch's figure ``state_bytes``)."""
+    total = 0
+    for entry in entries.values():
+        if entry is not None:
+            stamp = file_stamp(os.path.join(version_dir(location, entry.version), entry.name))
+            total += 0 if stamp is None else stamp[0]
+    return total

@@ -102,6 +102,10 @@ def merge_parts(parts: Sequence[dict[str, Any]], version: str, batch_id: int) ->
     for key in _SUMMED_SECONDS:
         merged[key] = sum(float(p.get(key) or 0.0) for p in parts)
     merged["seconds"] = max(float(p.get("seconds") or 0.0) for p in parts)
+    for key, pick in (("started_at", min), ("ended_at", max)):
+        times = [float(p[key]) for p in parts if p.get(key) is not None]
+        if times:
+            merged[key] = pick(times)
     _merge_groups(parts, merged)
     executors = [p["executor"] for p in parts if p.get("executor")]
     if executors:

@@ -105,7 +105,7 @@ def test_progress_from_the_files_matches_spark_progress(source_run: SourceRun) -
     for b in batches:
         assert b["spark_input_rows"] == spark_batches[b["batch_id"]].numInputRows
         assert b["windows_out"] == b["spark_input_rows"]  # the source's rows are its windows
-        assert f"ordered-agg batch {b['batch_id']}: " in format_line(b)
+        assert f"ordered-agg source batch {b['batch_id']}: " in format_line(b)
     assert sum(b["rows_read"] for b in batches) == sum(t.num_rows for t in source_run.tables)
     later = source_progress(source_run.state, after=batches[0]["batch_id"])
     assert [b["batch_id"] for b in later] == [b["batch_id"] for b in batches[1:]]

@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, TS_MAX
+
 #: The common fields of every door's batch records (module doc).
 FIELDS = ("door", "batch_id", "rows_in", "windows_out", "late_dropped", "state_bytes",
           "spill_bytes", "lag_ms", "batch_seconds", "ended_at")
@@ -45,11 +47,6 @@ FIELDS = ("door", "batch_id", "rows_in", "windows_out", "late_dropped", "state_b
 OBSERVED_IN = "ordered_agg_in"
 #: Name of the observation ``ordered()`` puts on its result: ``windows_out``.
 OBSERVED_OUT = "ordered_agg_out"
-#: The ready bound once every input has finished (the source's and the sink's).
-_ALL_FINISHED = 2**63 - 1
-#: The largest event time (9999-12-31): ``ordered()``'s end-of-input rows carry it, so a
-#: watermark at it less the 1 ms delay means every input has finished.
-_EVENT_TIME_MAX = 253_402_300_799_999
 
 
 def source_figures(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,7 +146,7 @@ def _lag(input_max: Iterable[int | None], bound: int | None) -> int | None:
     """How far ``bound`` trails the newest event time (0 once all finished; None: no bound)."""
     if bound is None:
         return None
-    if bound >= _ALL_FINISHED:
+    if bound >= TS_MAX:
         return 0
     newest = max((t for t in input_max if t is not None), default=None)
     return None if newest is None else max(0, newest - bound)
@@ -163,7 +160,8 @@ def _ordered_bound(raw: Mapping[str, Any]) -> int | None:
     millis = round(watermark * 1000)
     if millis <= 0:  # Spark's watermark before any input has sent a row: no bound yet
         return None
-    return _ALL_FINISHED if millis >= _EVENT_TIME_MAX - 1 else millis + 1
+    # end-of-input rows carry EVENT_TIME_MAX; the 1 ms delay puts the watermark just below
+    return TS_MAX if millis >= EVENT_TIME_MAX - 1 else millis + 1
 
 
 def _epoch(text: str | None) -> float | None:

@@ -221,6 +221,22 @@ def test_out_dash_writes_csv_to_stdout_and_the_summary_to_stderr(tmp_path: Path,
     assert not (Path.cwd() / "-").exists()
 
 
+def test_out_dash_writes_the_bytes_of_a_csv_file(tmp_path: Path, capsys) -> None:
+    """Standard output and a ``.csv`` file get one writer: floats quoted with a decimal point."""
+    a = write_dir(A, tmp_path / "a")
+    query = ["aggregate", "--input", a, "--key", "meter", "--window", "4s",
+             "--agg", "count(*) as n", "--agg", "avg(value) as mean", "--agg", "sum(value) as s"]
+    assert cli(*query, "--out", "-") == 0
+    printed = capsys.readouterr().out
+    assert cli(*query, "--out", str(tmp_path / "w.csv")) == 0
+    assert printed == (tmp_path / "w.csv").read_text(encoding="utf-8")
+    header, first = printed.splitlines()[:2]
+    assert header == '"window_start","window_end","meter","n","mean","s"'
+    mean = first.split(",")[4]
+    assert mean.startswith('"'), first  # a float's text, quoted as in the file
+    assert "." in mean, first
+
+
 def test_unknown_out_suffix_fails_before_any_work(tmp_path: Path, capsys) -> None:
     a = write_dir(A, tmp_path / "a")
     code = cli("aggregate", "--input", a, "--window", "4s", "--agg", "count(*) as n",

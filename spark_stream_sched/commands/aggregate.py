@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from spark_stream_sched.errors import ConfigError, FormatMismatchError, OutOfOrderError
@@ -44,6 +43,7 @@ from spark_stream_sched.inputs import (
     read_inputs,
     resolve_schema,
 )
+from spark_stream_sched.inputs.formats import write_csv
 from spark_stream_sched.inputs.snapshot import SNAPSHOT_HINT
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.merge import SMerge
@@ -207,7 +207,7 @@ def _write(out: pa.Table, path: str) -> None:
     fmt = output_format(path)
     if fmt is None:
         sink = pa.BufferOutputStream()
-        pa_csv.write_csv(out, sink)
+        write_csv(out, sink)  # the bytes a .csv file gets
         sys.stdout.write(sink.getvalue().to_pybytes().decode())
         sys.stdout.flush()
         return

@@ -96,11 +96,19 @@ def _write_parquet(table: Any, path: Path, row_group_size: int | None = None) ->
     pq.write_table(table, path, row_group_size=row_group_size)
 
 
-def _write_csv(table: Any, path: Path, row_group_size: int | None = None) -> None:
-    """Write a header row and the rows; floats keep a decimal point (see the module notes)."""
+def write_csv(table: Any, sink: Any) -> None:
+    """Write ``table`` as CSV to ``sink`` (a path or a binary stream).
+
+    A header row, then the rows; every text value is quoted, and so is every float, whose text
+    keeps a decimal point (the module notes). A ``.csv`` file and ``--out -`` get the same bytes.
+    """
     columns = [_float_text(table.column(n)) if pa.types.is_floating(table.schema.field(n).type)
                else table.column(n) for n in table.column_names]
-    pa_csv.write_csv(pa.table(columns, names=table.column_names), path)
+    pa_csv.write_csv(pa.table(columns, names=table.column_names), sink)
+
+
+def _write_csv(table: Any, path: Path, row_group_size: int | None = None) -> None:
+    write_csv(table, path)
 
 
 def _write_jsonl(table: Any, path: Path, row_group_size: int | None = None) -> None:

@@ -7,6 +7,9 @@ the checkout's ``.venv``: the examples write ``demo-output/`` and checkpoints, a
 own checkout those would make the user's next ``make demo`` or ``run`` find its work done.
 
 The README is the user's contract (its code blocks are read from the file, not copied here).
+Each door's guide (docs/source.md, docs/sink.md, docs/transform.md) shows the README's example
+with a line that prints the first windows, and the output it gives: the tests run the guide's
+block, which must begin with the README's, and compare what it prints with the guide's.
 Two commands are not run: ``make test`` (this suite itself) and the docker-compose block, whose
 four commands need root and Docker and are run, as written, by the ``compose`` cluster tests
 (``integration/compose.py``: ``docker/build-images.sh``, ``docker-compose up -d master worker-1
@@ -106,12 +109,32 @@ WINDOWS = {"source": "demo-output/example/windows", "sink": "demo-output/example
            "ordered": "demo-output/example-ordered/windows"}
 
 
+#: Each door's guide, whose example is the README's block and a line that shows its windows.
+GUIDES = {"source": "docs/source.md", "sink": "docs/sink.md", "ordered": "docs/transform.md"}
+
+
+def guide_example(door: str) -> tuple[str, str]:
+    """The Python block of ``door``'s guide, section "Example", and its expected output."""
+    text = (REPO / GUIDES[door]).read_text(encoding="utf-8")
+    example = re.search(r"^## Example\n(.*?)(?=^## )", text, flags=re.S | re.M)
+    assert example, f"{GUIDES[door]} has no section '## Example'"
+    (code,) = re.findall(r"^```python\n(.*?)^```", example.group(1), flags=re.S | re.M)
+    (expected,) = re.findall(r"^```text\n(.*?)^```", example.group(1), flags=re.S | re.M)
+    return code, expected
+
+
 def run_python_block(door: str, root: Path, tmp_path: Path) -> str:
-    """Run the README's Python example of ``door`` as written; return its standard output."""
+    """Run the README's Python example of ``door`` as written, with the lines its guide adds;
+    check the output the guide shows; return the standard output."""
     (block,) = [b for b in blocks("python") if WINDOWS[door] in b]
+    code, expected = guide_example(door)
+    assert code.startswith(block), f"the example of {GUIDES[door]} is not the README's block"
+    assert code != block  # the guide shows some windows too
     script = tmp_path / f"example_{door}.py"
-    script.write_text(block, encoding="utf-8")
-    return run([str(root / ".venv" / "bin" / "python"), str(script)], root).stdout
+    script.write_text(code, encoding="utf-8")
+    out = run([str(root / ".venv" / "bin" / "python"), str(script)], root).stdout
+    assert out == expected, f"{GUIDES[door]}: the example printed\n{out}"
+    return out
 
 
 def windows(root: Path, door: str) -> pa.Table:
@@ -125,7 +148,7 @@ def windows(root: Path, door: str) -> pa.Table:
 def source_example(demo: int, root: Path, tmp_path_factory: pytest.TempPathFactory) -> pa.Table:
     """Run the source's example; return its windows."""
     out = run_python_block("source", root, tmp_path_factory.mktemp("source"))
-    assert out.strip().splitlines()[-1] == f"{demo} windows"  # same windows as the demo's
+    assert out.splitlines()[0] == f"{demo} windows"  # same windows as the demo's
     return windows(root, "source")
 
 
@@ -165,7 +188,7 @@ def test_the_python_example_runs_from_a_plain_interpreter(source_example: pa.Tab
 def test_the_sink_and_ordered_examples_give_the_source_s_windows(
         door: str, demo: int, source_example: pa.Table, root: Path, tmp_path: Path) -> None:
     out = run_python_block(door, root, tmp_path)
-    assert out.strip().splitlines()[-1] == f"{demo} windows"
+    assert out.splitlines()[0] == f"{demo} windows"
     got = windows(root, door)
     assert got.column_names == source_example.column_names
     assert got.schema == source_example.schema
@@ -266,5 +289,5 @@ def test_the_keyed_operator_examples_run(demo: int, root: Path) -> None:
 def test_the_readme_stays_short_and_its_documents_exist() -> None:
     assert len(README.splitlines()) <= 280
     named = set(re.findall(r"docs/[\w./-]+\.md", README))
-    assert {"docs/options.md", "docs/performance.md", "docs/references.md"} <= named
+    assert {"docs/options.md", "docs/benchmarks.md", "docs/references.md"} <= named
     assert [n for n in sorted(named) if not (REPO / n).is_file()] == []

@@ -10,7 +10,7 @@ of the adapter imports the names below instead of importing them from pyspark:
   ``latestOffset()`` without arguments and runs ``Trigger.AvailableNow`` through its own wrapper
   (one micro-batch up to the offset the source reports first). :data:`ADMISSION_CONTROL` says
   which; without it the same names are stand-ins of the same shape, so the reader's code and
-  ``isinstance`` checks read the same on every line (docs/deploy.md, "Spark versions").
+  ``isinstance`` checks read the same on every line (docs/deploy.md, "Supported versions").
 * **Arrow batches into a streaming writer**: ``DataSourceStreamArrowWriter`` exists from 4.1.
   pyspark 4.0's write worker hands Arrow batches, not rows, to any writer that is an instance of
   the batch ``DataSourceArrowWriter``, the streaming writer included; :data:`ArrowStreamWriter`

@@ -5,7 +5,7 @@ column and payload are merged in the total order ``(ts, input, seq)`` and aggreg
 by the same runtime the source uses, **in the write tasks on the executors**. Results land in
 ``path`` as Parquet, one file per micro-batch that closed windows, committed exactly once.
 
-How a micro-batch flows (``docs/sink.md``, "Where the work runs")::
+How a micro-batch flows (``docs/dev/sink-internals.md``, "Where the work runs")::
 
     executors  write()   stage the task's rows -> <stateLocation>/staging/batch-<id>/part-*.arrow
                          run the partition groups of these rows through the engine's batch

@@ -2,7 +2,8 @@
 
 :class:`SinkCommitter` turns what the write tasks of one batch id staged and reported into a
 result Parquet file, a new state version and a commit marker, exactly once
-(:mod:`spark_stream_sched.spark.sink` has the whole picture, ``docs/sink.md`` the crash points).
+(:mod:`spark_stream_sched.spark.sink` has the whole picture, ``docs/dev/sink-internals.md``
+the crash points).
 The group work is the engine's (:mod:`~.sink_commit_step`); this module keeps the books.
 
 Layout under ``stateLocation`` (default ``<checkpointLocation>/ordered-agg-sink``)::

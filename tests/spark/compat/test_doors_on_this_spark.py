@@ -10,7 +10,7 @@ the digest of its rows goes to ``$COMPAT_DIGESTS`` for the comparison across lin
 
 Lines without admission control for Python sources (pyspark 4.0 and 4.1) cap the source's
 batches in the source's driver, and run ``Trigger.AvailableNow`` as one micro-batch
-(docs/deploy.md, "Spark versions"); the tests say so where the batch counts differ.
+(docs/deploy.md, "Supported versions"); the tests say so where the batch counts differ.
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from spark_stream_sched.bench import merge, window
+from spark_stream_sched.bench.common import QUICK_WARNING
 from spark_stream_sched.cli import main
 from spark_stream_sched.errors import ConfigError
 
@@ -48,21 +51,17 @@ def test_window_bench_rejects_unknown_queries() -> None:
         window.run(queries=["x-OS"], rows=10, show_progress=False)
 
 
-def test_cli_bench_all_runs_every_benchmark_with_its_own_defaults(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``bench all`` dispatches to every benchmark of ``ALL`` (merge, window, strategies, spark,
-    keyed) with each one's own defaults (each runs for real in its own test; strategies and
-    spark take minutes, so their runners are replaced by recorders here)."""
+def _fake_benches(monkeypatch: pytest.MonkeyPatch,
+                  record: Callable[[str, argparse.Namespace], object]) -> None:
+    """Replace every benchmark of ``ALL`` by one that calls ``record(name, args)`` and returns
+    one row, formatted as ``table of <name>``."""
     import dataclasses
 
     from spark_stream_sched.commands import bench as command
 
-    seen: list[tuple[str, bool, int, bool]] = []
-
-    def recorder(name: str):  # noqa: ANN202
-        def run(args):  # noqa: ANN001, ANN202
-            seen.append((name, args.quick, args.seed, args.rows is None))
+    def recorder(name: str) -> Callable[[argparse.Namespace], list[dict[str, str]]]:
+        def run(args: argparse.Namespace) -> list[dict[str, str]]:
+            record(name, args)
             return [{"bench": name, "case": name}]
         return run
 
@@ -70,6 +69,19 @@ def test_cli_bench_all_runs_every_benchmark_with_its_own_defaults(
         fake = dataclasses.replace(command.BENCHES[name], run=recorder(name),
                                    format=lambda rows, name=name: f"table of {name}")
         monkeypatch.setitem(command.BENCHES, name, fake)
+
+
+def test_cli_bench_all_runs_every_benchmark_with_its_own_defaults(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench all`` dispatches to every benchmark of ``ALL`` (merge, window, strategies, spark,
+    keyed) with each one's own defaults (each runs for real in its own test; strategies and
+    spark take minutes, so their runners are replaced by recorders here)."""
+    from spark_stream_sched.commands import bench as command
+
+    seen: list[tuple[str, bool, int, bool]] = []
+    _fake_benches(monkeypatch, lambda name, args: seen.append(
+        (name, args.quick, args.seed, args.rows is None)))
     out = tmp_path / "bench.json"
     assert main(["bench", "all", "--quick", "--seed", "3", "--json", str(out)]) == 0
     assert "keyed" in command.ALL
@@ -88,6 +100,51 @@ def test_cli_bench_json_to_stdout_and_errors(capsys: pytest.CaptureFixture[str])
     assert main(["bench", "window", "--quick", "--no-progress", "--queries", "nope"]) == 2
     assert "unknown window queries" in capsys.readouterr().err
     assert main(["bench"]) == 2
+
+
+def test_a_quick_run_says_first_and_last_that_its_figures_are_not_measurements(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench merge --quick`` for real: the warning, the table with its speed-ups, the warning;
+    beside JSON on stdout the warning goes to stderr; a run without ``--quick`` has none."""
+    assert main(["bench", "merge", "--quick", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == lines[-1] == QUICK_WARNING
+    assert "speed-up" in lines[1]
+    assert [line for line in lines if "inputs  20,000" in line]  # the quick sizes ran
+    assert sum(QUICK_WARNING in line for line in lines) == 2
+    assert main(["bench", "merge", "--quick", "--no-progress", "--inputs", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[0]["rows"] == 20_000  # stdout holds the JSON alone
+    assert captured.err.splitlines().count(QUICK_WARNING) == 2
+    assert main(["bench", "merge", "--no-progress", "--inputs", "2", "--rows", "2000"]) == 0
+    assert QUICK_WARNING not in capsys.readouterr().out
+
+
+def test_every_bench_quick_run_prints_the_warning_before_and_after_its_table(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``bench`` sub-command reports through ``run_and_report``: with ``--quick`` the
+    warning comes first and last, before the run starts and after the table (the runners are
+    replaced by recorders; each runs for real in its own test); ``bench all --quick`` warns
+    once around all of them."""
+    from spark_stream_sched.commands import bench as command
+
+    started: list[tuple[str, str]] = []  # (bench, what was printed before its run started)
+    _fake_benches(monkeypatch, lambda name, args: started.append(
+        (name, capsys.readouterr().out)))
+    for name in command.ALL:
+        assert main(["bench", name, "--quick"]) == 0
+        assert capsys.readouterr().out == f"table of {name}\n{QUICK_WARNING}\n"
+        assert main(["bench", name]) == 0
+        assert capsys.readouterr().out == f"table of {name}\n"
+    assert started == [(name, printed) for name in command.ALL
+                       for printed in (f"{QUICK_WARNING}\n", "")]
+    started.clear()
+    assert main(["bench", "all", "--quick"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert started == [(name, f"{QUICK_WARNING}\n" if name == command.ALL[0] else "")
+                       for name in command.ALL]
+    assert lines[-1] == QUICK_WARNING
+    assert QUICK_WARNING not in lines[:-1]
 
 
 @pytest.mark.slow

@@ -76,22 +76,24 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_PLOT_DIR})")
     parser.add_argument("--figures", default=",".join(FIGURES),
                         help=f"comma-separated subset of {','.join(FIGURES)}")
-    parser.add_argument("--groups", type=int, default=60, help="partition groups (default 60)")
+    parser.add_argument("--groups", type=int, default=None,
+                        help="partition groups (default 60; quick 15)")
     parser.add_argument("--batches", type=int, default=None,
-                        help="micro-batches per run: adaptation points (default 40; quick 12)")
+                        help="micro-batches per run: adaptation points (default 40; quick 8)")
     parser.add_argument("--budget-share", type=float, default=0.4,
                         help="memory budget as a share of the state without pushes (0.4)")
 
 
 def sizes_of(args: argparse.Namespace) -> Sizes:
-    """Sizes from the flags (``--quick``: 2,000 tuples per input, one run)."""
-    rows = args.rows or (2_000 if args.quick else 30_000)
-    batches = args.batches or (12 if args.quick else 40)
-    if not 0 < args.budget_share <= 1 or batches < 1 or args.groups < 3:
+    """Sizes from the flags (``--quick``: 900 tuples per input, 15 groups, one run)."""
+    rows = args.rows or (900 if args.quick else 30_000)
+    batches = args.batches or (8 if args.quick else 40)
+    groups = args.groups if args.groups is not None else (15 if args.quick else 60)
+    if not 0 < args.budget_share <= 1 or batches < 1 or groups < 3:
         raise ConfigError(f"--budget-share must be in (0, 1], --batches >= 1 and --groups >= 3;"
-                          f" got {args.budget_share}, {batches}, {args.groups}")
+                          f" got {args.budget_share}, {batches}, {groups}")
     return Sizes(rows=rows, repeat=args.repeat or (1 if args.quick else 3), seed=args.seed,
-                 groups=args.groups, batch_rows=max(3, 3 * rows // batches),
+                 groups=groups, batch_rows=max(3, 3 * rows // batches),
                  budget_share=args.budget_share)
 
 

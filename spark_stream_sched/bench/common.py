@@ -18,6 +18,42 @@ T = TypeVar("T")
 
 #: Rows pushed per input per round when feeding a streaming operator.
 DEFAULT_BATCH_ROWS = 65_536
+#: What a ``--quick`` run prints first and last: its sizes test that the code runs, no more.
+QUICK_WARNING = ("quick run: sizes for a smoke test only; its figures (speed-ups, rates, "
+                 "times) are not measurements")
+
+
+def pick(args: Any, name: str, default: T, quick: T) -> T:
+    """The flag ``name`` of ``args`` if given (not None), else its ``--quick`` or normal default."""
+    value = getattr(args, name, None)
+    if value is not None:
+        return value  # type: ignore[no-any-return]
+    return quick if getattr(args, "quick", False) else default
+
+
+def run_and_report(run: Callable[[], Sequence[dict[str, Any]]],
+                   format_results: Callable[[Any], str], json_target: str | None,
+                   quick: bool) -> None:
+    """Run a bench; write its results as JSON to ``json_target`` and its table to stdout.
+
+    The table is left out when the JSON goes to stdout (``json_target`` ``-``). With ``quick``,
+    :data:`QUICK_WARNING` is printed before the run and after the report, where the table goes
+    (to stderr beside JSON on stdout); nothing after a failed run. Every ``bench`` command
+    reports through here (``commands/bench.py``, ``python -m
+    spark_stream_sched.bench.spark_cli``).
+    """
+    def warn() -> None:
+        if quick:
+            print(QUICK_WARNING, file=sys.stderr if json_target == "-" else sys.stdout,
+                  flush=True)
+
+    warn()
+    results = run()
+    if json_target is not None:
+        write_json(results, json_target)
+    if json_target != "-":
+        print(format_results(results))
+    warn()
 
 
 def best_of(repeat: int, fn: Callable[[], T]) -> tuple[float, T]:

@@ -70,10 +70,10 @@ def sizes_of(args: argparse.Namespace) -> Sizes:
     """The run's sizes from the flags (``--quick``: a smoke run of a few seconds)."""
     quick = bool(args.quick)
     wait_us = args.wait_us if getattr(args, "wait_us", None) else (50.0 if quick else 100.0)
-    return Sizes(rows=args.rows or (8_192 if quick else 100_000),
+    return Sizes(rows=args.rows or (4_096 if quick else 100_000),
                  repeat=args.repeat or (1 if quick else 3), seed=args.seed, quick=quick,
-                 wait_us=wait_us, wait_rows=4_096 if quick else 16_384,
-                 packet_rows=1_024 if quick else 2_048, latency_packets=10 if quick else 30,
+                 wait_us=wait_us, wait_rows=1_024 if quick else 16_384,
+                 packet_rows=256 if quick else 2_048, latency_packets=6 if quick else 30,
                  latency_rows=256 if quick else 512, load=getattr(args, "load", 1.5))
 
 

@@ -2,6 +2,12 @@
 
 The queries are in :mod:`.spark_native`, the cases in :mod:`.spark_bench` (imported when a run
 starts, so ``--help`` and bad flags answer without loading Spark).
+
+``--quick`` is a smoke run of one Spark session: :data:`QUICK_ENGINES` on 4,000 rows of 2
+inputs and 20 keys, batchings 16 and 8 files per input per micro-batch (one micro-batch, then
+two), one timed run, no warm-up, no long case and no cores case (each of its masters would start
+a JVM of its own). Every engine's output is still checked against the truth, in both
+batchings. A flag given beside ``--quick`` wins (``--engines``, ``--cores 1,2``, ...).
 """
 
 from __future__ import annotations
@@ -10,23 +16,33 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from spark_stream_sched.bench.common import pick
 from spark_stream_sched.bench.spark_cases import ENGINES, Record
 from spark_stream_sched.bench.spark_model import PROJECT_CORES
 from spark_stream_sched.errors import ConfigError
 
+#: ``--quick``'s engines: the source and the sink, in one session (each engine more takes 10-35
+#: s on 2 loaded cores: its first query in the JVM, then batching B). ``make test-bench`` runs
+#: every engine on tiny data (tests/spark/test_bench_spark_engines.py).
+QUICK_ENGINES = ("ordered-agg", "ordered-agg-sink")
+
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench spark`` beyond the shared ``--rows``/``--repeat``/``--json``/``--seed``."""
-    parser.add_argument("--inputs", type=int, default=8, help="input streams (default 8)")
-    parser.add_argument("--keys", type=int, default=1000, help="distinct keys (default 1000)")
+    parser.add_argument("--inputs", type=int, default=None,
+                        help="input streams (default 8; --quick: 2)")
+    parser.add_argument("--keys", type=int, default=None,
+                        help="distinct keys (default 1000; --quick: 20)")
     parser.add_argument("--window", default="30 seconds", help="window size (default 30 s)")
     parser.add_argument("--slide", default="3 seconds", help="slide (default 3 s)")
     parser.add_argument("--watermark", default="10 seconds",
                         help="native watermark delay (default 10 seconds)")
-    parser.add_argument("--batchings", default="4,1",
-                        help="files per input per micro-batch for runs A and B (default 4,1)")
-    parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated subset of {', '.join(ENGINES)} (default: all)")
+    parser.add_argument("--batchings", default=None,
+                        help="files per input per micro-batch for runs A and B (default 4,1; "
+                             "--quick: 16,8)")
+    parser.add_argument("--engines", default=None,
+                        help=f"comma-separated subset of {', '.join(ENGINES)} (default: all; "
+                             f"--quick: {','.join(QUICK_ENGINES)})")
     parser.add_argument("--workdir", help="keep data and outputs here (default: temp, removed)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     parser.add_argument("--long-rows", type=int, default=None,
@@ -35,10 +51,10 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=None,
                         help="untimed rounds of every engine before the timed ones (default 1; "
                              "--quick: 0)")
-    parser.add_argument("--cores", default="1,2",
+    parser.add_argument("--cores", default=None,
                         help="executor cores of the scaling runs, each local[n] in a process "
-                             "of its own (default 1,2; 0: skip); local[1] gives the scaling "
-                             "model its inputs")
+                             "of its own (default 1,2; 0 or --quick: skip); local[1] gives the "
+                             "scaling model its inputs")
     parser.add_argument("--project-cores", default=",".join(map(str, PROJECT_CORES)),
                         help="executor cores the scaling model projects the throughput to "
                              f"(default {','.join(map(str, PROJECT_CORES))})")
@@ -54,13 +70,15 @@ def add_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> list[Record]:
-    """``bench spark`` entry: ``--rows`` (default 2 M; ``--quick`` 20 k), ``--repeat`` runs."""
-    a, b = _ints("--batchings", args.batchings, 2)
-    engines = [e.strip() for e in str(args.engines).split(",") if e.strip()]
+    """``bench spark`` entry: ``--rows`` (default 2 M; ``--quick`` 4 k), ``--repeat`` runs."""
+    quick = getattr(args, "quick", False)
+    a, b = _ints("--batchings", pick(args, "batchings", "4,1", "16,8"), 2)
+    text = pick(args, "engines", ",".join(ENGINES), ",".join(QUICK_ENGINES))
+    engines = [e.strip() for e in str(text).split(",") if e.strip()]
     unknown = sorted(set(engines) - set(ENGINES))
     if unknown or not engines:
-        raise ConfigError(f"--engines {args.engines!r}: choose from {', '.join(ENGINES)}")
-    cores = [n for n in _ints("--cores", getattr(args, "cores", "1,2"), None) if n]
+        raise ConfigError(f"--engines {text!r}: choose from {', '.join(ENGINES)}")
+    cores = [n for n in _ints("--cores", pick(args, "cores", "1,2", "0"), None) if n]
     project = _ints("--project-cores", getattr(args, "project_cores", "4,16,64"), None)
     cluster = getattr(args, "cluster", None)
     cluster_cores = getattr(args, "cluster_cores", 2)
@@ -74,11 +92,11 @@ def run_bench(args: argparse.Namespace) -> list[Record]:
     partitions = getattr(args, "partitions", None)
     if partitions is not None and partitions < 1:
         raise ConfigError(f"--partitions {partitions}: must be >= 1")
-    quick = getattr(args, "quick", False)
     from spark_stream_sched.bench.spark_bench import run
 
-    return run(rows=args.rows or (20_000 if quick else 2_000_000), n_inputs=args.inputs,
-               keys=args.keys, size=args.window, slide=args.slide, watermark=args.watermark,
+    return run(rows=args.rows or (4_000 if quick else 2_000_000),
+               n_inputs=pick(args, "inputs", 8, 2), keys=pick(args, "keys", 1000, 20),
+               size=args.window, slide=args.slide, watermark=args.watermark,
                runs=args.repeat or (1 if quick else 3), batchings=(a, b), seed=args.seed,
                workdir=args.workdir, master=args.master,
                show_progress=not getattr(args, "no_progress", False), engines=engines,
@@ -101,9 +119,7 @@ def _ints(flag: str, text: str, count: int | None) -> list[int]:
 
 def _count(args: argparse.Namespace, name: str, default: int) -> int:
     """Flag ``name`` (>= 0): ``default`` when not given, 0 with ``--quick``."""
-    value = getattr(args, name, None)
-    if value is None:
-        return 0 if getattr(args, "quick", False) else default
+    value = pick(args, name, default, 0)
     if value < 0:
         raise ConfigError(f"--{name.replace('_', '-')} {value}: must be >= 0")
     return int(value)
@@ -125,23 +141,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m spark_stream_sched.bench.spark_cli [--rows N] [--json [FILE]]``."""
     import logging
 
-    from spark_stream_sched.bench.common import write_json
+    from spark_stream_sched.bench.common import run_and_report
 
     parser = argparse.ArgumentParser(prog="spark_native", description=BENCH[0])
     parser.add_argument("--rows", type=int, default=None, help="rows (default 2,000,000)")
     parser.add_argument("--repeat", type=int, default=None, help="runs with batching A (3)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="20,000 rows, one run")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: the source and the sink on 4,000 rows in one "
+                             "session; its figures are not measurements")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE")
     add_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    results = run_bench(args)
-    if args.json is not None:
-        write_json(results, args.json)
-    if args.json != "-":
-        print(_format(results))
+    run_and_report(lambda: run_bench(args), _format, args.json, args.quick)
     return 0
 
 

@@ -106,9 +106,10 @@ def _workload(results: Sequence[Record]) -> str:
     r = results[0]
     cases = sorted({(x["case"], x["rows"]) for x in results}, key=lambda c: c[1])
     sizes = ", ".join(f"{name} {n:,} rows" for name, n in cases)
-    watermark = next((x["watermark"] for x in results if x.get("watermark")), None)
+    watermark = next((f", native watermark {x['watermark']}" for x in results
+                      if x.get("watermark")), "")  # none without native (--quick)
     return (f"{sizes}; {r['inputs']} inputs, {r['keys']} keys, window {r['window']} / slide "
-            f"{r['slide']}, native watermark {watermark}, batchings {r['batching_a']} vs "
+            f"{r['slide']}{watermark}, batchings {r['batching_a']} vs "
             f"{r['batching_b']} files per input per batch, {r['runs']} timed runs after "
             f"{r['warmup']} warm-up round(s), truth from "
             f"{r['oracle']}; long case: the source's default AvailableNow sizing; x floor = "

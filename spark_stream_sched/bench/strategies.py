@@ -360,7 +360,7 @@ def run_cli(args: argparse.Namespace) -> Results:
     quick = bool(args.quick)
     return run(names=names, queries=args.queries or (4 if quick else 16), streams=args.streams,
                steps=args.steps or (60 if quick else 600),
-               seconds=args.seconds or (1.0 if quick else 10.0), load=args.load,
+               seconds=args.seconds or (0.15 if quick else 10.0), load=args.load,
                workers=args.workers, seed=args.seed, out=args.out,
                show_progress=not args.no_progress, repeat=args.repeat or (1 if quick else 3))
 

@@ -21,7 +21,9 @@ Sub-commands (each prints a table, or JSON with ``--json``):
 
 To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
 register them in :data:`BENCHES`; the shared flags (``--rows``, ``--repeat``, ``--json``,
-``--quick``, ``--seed``, ``--no-progress``) are added for every entry.
+``--quick``, ``--seed``, ``--no-progress``) are added for every entry. ``--quick`` runs smoke-test
+sizes and says so before the run and after the report
+(:func:`~spark_stream_sched.bench.common.run_and_report`): its figures are not measurements.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from spark_stream_sched.bench import join_memory as join_memory_bench
 from spark_stream_sched.bench import keyed as keyed_bench
 from spark_stream_sched.bench import spark_cli
 from spark_stream_sched.bench import strategies as strategies_bench
+from spark_stream_sched.bench.common import pick
 from spark_stream_sched.errors import ConfigError
 
 Results = list[dict[str, Any]]
@@ -64,12 +67,6 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _pick(args: argparse.Namespace, name: str, default: int, quick: int) -> int:
-    """Return the flag ``name`` if given, else its quick-mode or normal default."""
-    value = getattr(args, name)
-    return value if value is not None else (quick if args.quick else default)
-
-
 # -- merge ------------------------------------------------------------------------------------
 
 def _add_merge_args(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +79,8 @@ def _run_merge(args: argparse.Namespace) -> Results:
 
     return merge.run(
         input_counts=args.inputs or merge.DEFAULT_INPUT_COUNTS,
-        rows=_pick(args, "rows", 2_000_000, 20_000),
-        baseline_rows=args.baseline_rows, repeat=_pick(args, "repeat", 3, 1),
+        rows=pick(args, "rows", 2_000_000, 20_000),
+        baseline_rows=args.baseline_rows, repeat=pick(args, "repeat", 3, 1),
         seed=args.seed, show_progress=not args.no_progress)
 
 
@@ -109,10 +106,10 @@ def _run_window(args: argparse.Namespace) -> Results:
         raise ConfigError("bench window takes one --inputs value, e.g. --inputs 8")
     queries = [q.strip() for q in args.queries.split(",")] if args.queries else None
     return window.run(
-        queries=queries, rows=_pick(args, "rows", 1_000_000, 20_000),
+        queries=queries, rows=pick(args, "rows", 1_000_000, 20_000),
         n_inputs=args.inputs[0] if args.inputs else 8,
         baseline_rows=args.baseline_rows or (5_000 if args.quick else 50_000),
-        repeat=_pick(args, "repeat", 3, 1), seed=args.seed,
+        repeat=pick(args, "repeat", 3, 1), seed=args.seed,
         show_progress=not args.no_progress)
 
 
@@ -176,7 +173,8 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
                         help="rows for the (slow) baseline; rates stay per tuple")
     parser.add_argument("--repeat", type=int, default=None, help="runs per measurement (best)")
     parser.add_argument("--seed", type=int, default=0, help="data generator seed")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, one run (smoke test)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke-test sizes, one run; its figures are not measurements")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                         help="write results as JSON to FILE (stdout if no FILE; no table)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -187,13 +185,9 @@ def _execute(bench: Bench) -> Callable[[argparse.Namespace], int]:
         for name in ("rows", "baseline_rows", "repeat"):
             if getattr(args, name) is not None and getattr(args, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
-        results = bench.run(args)
-        from spark_stream_sched.bench.common import write_json
+        from spark_stream_sched.bench.common import run_and_report
 
-        if args.json is not None:
-            write_json(results, args.json)
-        if args.json != "-":
-            print(bench.format(results))
+        run_and_report(lambda: bench.run(args), bench.format, args.json, args.quick)
         return 0
 
     return run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
@@ -41,9 +40,6 @@ def test_warm_up_rounds_come_first_with_batching_a_and_the_floors_skip_b() -> No
     long = Case("long", Path("/x"), ("ordered-agg",), 1, None)
     assert long.plan() == [("ordered-agg", 0, "A")]
     assert long.files("A") == 0
-    parser = argparse.ArgumentParser()
-    spark_cli.add_args(parser)
-    assert parser.parse_args([]).engines == ",".join(spark_cases.ENGINES)  # default: all
     # the long case gives the source its own sizing (0 files per batch): no file-stream engine
     assert set(spark_native.LONG_ENGINES) == {"ordered-agg", "ordered-agg-driver",
                                               "floor-precomputed", "floor-empty"}
@@ -108,6 +104,38 @@ def test_the_drivers_marginal_cpu_is_the_sources_less_the_floors_per_million_row
     assert by["ordered-agg"]["driver_marginal_per_m_rows_s"] == 0.35
     assert by["ordered-agg-driver"]["driver_marginal_per_m_rows_s"] == 0.05
     assert "driver_marginal_per_m_rows_s" not in by["transform"]  # not a source
+
+
+def test_quick_is_one_session_of_the_source_and_the_sink_on_tiny_data(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``--quick`` hands the run (without Spark): one session, no cores case (each of its
+    masters starts a JVM), the truth still checked in two batchings; flags beside it win."""
+    from spark_stream_sched.bench import spark_bench
+    from spark_stream_sched.bench.common import QUICK_WARNING
+
+    runs: list[dict[str, object]] = []
+    monkeypatch.setattr(spark_bench, "run", lambda **kwargs: runs.append(kwargs) or [])
+    assert spark_cli.main(["--quick", "--no-progress"]) == 0
+    quick = runs.pop()
+    assert {k: quick[k] for k in ("rows", "n_inputs", "keys", "runs", "batchings", "engines",
+                                  "long_rows", "cores", "warmup")} == {
+        "rows": 4_000, "n_inputs": 2, "keys": 20, "runs": 1, "batchings": (16, 8),
+        "engines": ["ordered-agg", "ordered-agg-sink"], "long_rows": 0, "cores": [],
+        "warmup": 0}
+    assert capsys.readouterr().out.splitlines() == [QUICK_WARNING, "(no results)",
+                                                    QUICK_WARNING]
+    assert spark_cli.main(["--quick", "--engines", "native,transform", "--cores", "1,2",
+                           "--batchings", "4,1", "--inputs", "3"]) == 0
+    given = runs.pop()
+    assert (given["engines"], given["cores"], given["batchings"], given["n_inputs"]) == (
+        ["native", "transform"], [1, 2], (4, 1), 3)
+    assert capsys.readouterr().out.count(QUICK_WARNING) == 2  # still a quick run
+    assert spark_cli.main([]) == 0  # the full run's defaults
+    full = runs.pop()
+    assert (full["rows"], full["n_inputs"], full["keys"], full["runs"], full["batchings"],
+            full["engines"], full["cores"], full["warmup"], full["long_rows"]) == (
+        2_000_000, 8, 1000, 3, (4, 1), list(spark_cases.ENGINES), [1, 2], 1, 8_000_000)
+    assert QUICK_WARNING not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("flags", "message"), [

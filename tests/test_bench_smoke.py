@@ -168,3 +168,19 @@ def test_cli_bench_keyed_quick_reports_every_part(tmp_path: Path) -> None:
     assert all(0 < r["latency_median_ms"] <= r["latency_p95_ms"] for r in latency)
     assert all(r["identical"] is True for r in results if r["part"] == "pipeline")
     assert png.stat().st_size > 10_000
+
+
+def test_quick_runs_write_their_plots_outside_docs_img() -> None:
+    """A smoke run from a checkout must not replace the measured plots under ``docs/img``."""
+    from spark_stream_sched.bench.common import plot_path, quick_plot_dir
+
+    Namespace = argparse.Namespace
+
+    default = "docs/img/bench_keyed.png"
+    assert plot_path(Namespace(quick=False, plot=None), "plot", default) == default
+    assert plot_path(Namespace(quick=True, plot=None), "plot", default) == str(
+        quick_plot_dir() / "bench_keyed.png")
+    assert plot_path(Namespace(quick=True, plot="mine.png"), "plot", default) == "mine.png"
+    assert plot_path(Namespace(quick=True, plot_dir=""), "plot_dir", "docs/img") == ""
+    assert plot_path(Namespace(quick=True, out=None), "out", "docs/img") == str(quick_plot_dir())
+    assert "docs" not in quick_plot_dir().parts

@@ -50,7 +50,7 @@ from spark_stream_sched.bench.adaptation_data import (
     uniform,
 )
 from spark_stream_sched.bench.adaptation_run import ClusterConfig, Run, run_cluster, run_disk
-from spark_stream_sched.bench.common import format_table, progress
+from spark_stream_sched.bench.common import format_table, plot_path, progress
 from spark_stream_sched.errors import ConfigError
 
 DEFAULT_PLOT_DIR = "docs/img"
@@ -71,9 +71,9 @@ class Sizes:
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench adaptation`` (``--rows``: tuples per input)."""
-    parser.add_argument("--plot-dir", default=DEFAULT_PLOT_DIR,
+    parser.add_argument("--plot-dir", default=None,
                         help=f"directory of adapt_fig*.png ('' = no plots; default "
-                             f"{DEFAULT_PLOT_DIR})")
+                             f"{DEFAULT_PLOT_DIR}; --quick: a temporary directory)")
     parser.add_argument("--figures", default=",".join(FIGURES),
                         help=f"comma-separated subset of {','.join(FIGURES)}")
     parser.add_argument("--groups", type=int, default=None,
@@ -100,7 +100,8 @@ def sizes_of(args: argparse.Namespace) -> Sizes:
 def run_cli(args: argparse.Namespace) -> Results:
     """Run the chosen figures; write their plots when ``--plot-dir`` is set."""
     figures = [f.strip() for f in args.figures.split(",") if f.strip()]
-    return run(sizes_of(args), figures, args.plot_dir or None, not args.no_progress)
+    return run(sizes_of(args), figures, plot_path(args, "plot_dir", DEFAULT_PLOT_DIR) or None,
+               not args.no_progress)
 
 
 def run(sizes: Sizes, figures: list[str], plot_dir: str | None, shown: bool = False) -> Results:

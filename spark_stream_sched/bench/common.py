@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -29,6 +31,26 @@ def pick(args: Any, name: str, default: T, quick: T) -> T:
     if value is not None:
         return value  # type: ignore[no-any-return]
     return quick if getattr(args, "quick", False) else default
+
+
+def plot_path(args: Any, name: str, default: str) -> str:
+    """Where a bench writes its plots.
+
+    The flag ``name`` if given, else ``default`` (under ``docs/img``), or for ``--quick`` the
+    same name in :func:`quick_plot_dir`, so a smoke run from a checkout never replaces the
+    plots of a measured run.
+    """
+    value = getattr(args, name, None)
+    if value is not None:
+        return str(value)
+    if getattr(args, "quick", False):
+        return str(quick_plot_dir() / default.removeprefix("docs/img").lstrip("/"))
+    return default
+
+
+def quick_plot_dir() -> Path:
+    """The directory of ``--quick`` runs' plots (in the system's temporary directory)."""
+    return Path(tempfile.gettempdir()) / "spark-stream-sched-bench-quick"
 
 
 def run_and_report(run: Callable[[], Sequence[dict[str, Any]]],

@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from spark_stream_sched.bench.common import bench_extra, format_table
+from spark_stream_sched.bench.common import bench_extra, format_table, plot_path
 from spark_stream_sched.bench.keyed_cases import (
     Results,
     Sizes,
@@ -46,7 +46,9 @@ WAIT_LABEL = "simulated I/O wait (time.sleep per tuple), not CPU work"
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench keyed``."""
-    parser.add_argument("--plot", default=DEFAULT_PLOT, help=f"PNG path (default {DEFAULT_PLOT})")
+    parser.add_argument("--plot", default=None,
+                        help=f"PNG path (default {DEFAULT_PLOT}; --quick: a temporary directory; "
+                             "'' = no plot)")
     parser.add_argument("--wait-us", type=float, default=None, metavar="US",
                         help="simulated I/O wait per tuple in microseconds (default 100)")
     parser.add_argument("--load", type=float, default=1.5,
@@ -89,8 +91,9 @@ def run_cli(args: argparse.Namespace) -> Results:
     results += run_pipeline(sizes, shown)
     if not sizes.quick:
         results += _sessions_rows(sizes.rows, sizes.repeat, sizes.seed)
-    if args.plot:
-        plot(results, Path(args.plot))
+    target = plot_path(args, "plot", DEFAULT_PLOT)
+    if target:
+        plot(results, Path(target))
     return results
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.bench.common import bench_extra, format_table, progress
+from spark_stream_sched.bench.common import bench_extra, format_table, plot_path, progress
 from spark_stream_sched.data.bursty import bursty_counts, random_plan
 from spark_stream_sched.runtime.executor import Engine
 from spark_stream_sched.runtime.metrics import weighted_quantile
@@ -343,7 +343,9 @@ _COLUMNS = [("source", "source"), ("strategy", "strategy"), ("latency_mean", "me
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench strategies`` (besides the shared ones)."""
-    parser.add_argument("--out", default=DEFAULT_OUT, help="directory for the PNG plots")
+    parser.add_argument("--out", default=None,
+                        help=f"directory for the PNG plots (default {DEFAULT_OUT}; --quick: a "
+                             "temporary directory)")
     parser.add_argument("--strategies", default=None, help="comma-separated names (default all)")
     parser.add_argument("--queries", type=int, default=None, help="queries (default 16)")
     parser.add_argument("--streams", type=int, default=5, help="input streams (default 5)")
@@ -361,7 +363,7 @@ def run_cli(args: argparse.Namespace) -> Results:
     return run(names=names, queries=args.queries or (4 if quick else 16), streams=args.streams,
                steps=args.steps or (60 if quick else 600),
                seconds=args.seconds or (0.15 if quick else 10.0), load=args.load,
-               workers=args.workers, seed=args.seed, out=args.out,
+               workers=args.workers, seed=args.seed, out=plot_path(args, "out", DEFAULT_OUT),
                show_progress=not args.no_progress, repeat=args.repeat or (1 if quick else 3))
 
 

@@ -50,10 +50,10 @@ from spark_stream_sched.bench.adaptation_data import (
     uniform,
 )
 from spark_stream_sched.bench.adaptation_run import ClusterConfig, Run, run_cluster, run_disk
-from spark_stream_sched.bench.common import format_table, plot_path, progress
+from spark_stream_sched.bench.common import PLOT_DIR, format_table, plot_path, progress
 from spark_stream_sched.errors import ConfigError
 
-DEFAULT_PLOT_DIR = "docs/img"
+DEFAULT_PLOT_DIR = PLOT_DIR
 FIGURES = ("fig9", "fig11", "fig16", "fig21")
 #: Liu & Rundensteiner (2005), §4.4, fig. 11: clean-up of 30%-Low-OutputRate vs 30%-High-OutputRate.
 

@@ -20,6 +20,8 @@ T = TypeVar("T")
 
 #: Rows pushed per input per round when feeding a streaming operator.
 DEFAULT_BATCH_ROWS = 65_536
+#: Where the measured runs' plots live (in a checkout), which the docs show.
+PLOT_DIR = "docs/img"
 #: What a ``--quick`` run prints first and last: its sizes test that the code runs, no more.
 QUICK_WARNING = ("quick run: sizes for a smoke test only; its figures (speed-ups, rates, "
                  "times) are not measurements")
@@ -36,16 +38,12 @@ def pick(args: Any, name: str, default: T, quick: T) -> T:
 def plot_path(args: Any, name: str, default: str) -> str:
     """Where a bench writes its plots.
 
-    The flag ``name`` if given, else ``default`` (under ``docs/img``), or for ``--quick`` the
-    same name in :func:`quick_plot_dir`, so a smoke run from a checkout never replaces the
+    The flag ``name`` if given, else ``default`` (under :data:`PLOT_DIR`), or for ``--quick``
+    the same name in :func:`quick_plot_dir`, so a smoke run from a checkout never replaces the
     plots of a measured run.
     """
-    value = getattr(args, name, None)
-    if value is not None:
-        return str(value)
-    if getattr(args, "quick", False):
-        return str(quick_plot_dir() / default.removeprefix("docs/img").lstrip("/"))
-    return default
+    quick = quick_plot_dir() / Path(default).relative_to(PLOT_DIR)
+    return str(pick(args, name, default, str(quick)))
 
 
 def quick_plot_dir() -> Path:

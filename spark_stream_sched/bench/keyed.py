@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from spark_stream_sched.bench.common import bench_extra, format_table, plot_path
+from spark_stream_sched.bench.common import PLOT_DIR, bench_extra, format_table, plot_path
 from spark_stream_sched.bench.keyed_cases import (
     Results,
     Sizes,
@@ -40,7 +40,7 @@ from spark_stream_sched.bench.keyed_cases import (
 )
 from spark_stream_sched.bench.keyed_workloads import machine_capacity
 
-DEFAULT_PLOT = "docs/img/bench_keyed.png"
+DEFAULT_PLOT = f"{PLOT_DIR}/bench_keyed.png"
 WAIT_LABEL = "simulated I/O wait (time.sleep per tuple), not CPU work"
 
 

@@ -32,7 +32,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.bench.common import bench_extra, format_table, plot_path, progress
+from spark_stream_sched.bench.common import (
+    PLOT_DIR,
+    bench_extra,
+    format_table,
+    plot_path,
+    progress,
+)
 from spark_stream_sched.data.bursty import bursty_counts, random_plan
 from spark_stream_sched.runtime.executor import Engine
 from spark_stream_sched.runtime.metrics import weighted_quantile
@@ -41,7 +47,7 @@ from spark_stream_sched.runtime.plan import OperatorKind, QueryPlan
 from spark_stream_sched.runtime.scheduler import Simulator, get_strategy, strategy_names
 
 Results = list[dict[str, Any]]
-DEFAULT_OUT = "docs/img"
+DEFAULT_OUT = PLOT_DIR
 CAPACITY_SCALE = 100.0  # random_plan capacities x this: dense arrivals in the fluid model
 WORK_PER_UNIT_COST = 20  # synthetic passes per tuple of an operator of capacity 1 (unscaled)
 PAPER_STRATEGIES = ("chain", "path_capacity", "segment", "simplified_segment", "threshold")

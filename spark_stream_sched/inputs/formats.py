@@ -96,8 +96,8 @@ def _write_parquet(table: Any, path: Path, row_group_size: int | None = None) ->
     pq.write_table(table, path, row_group_size=row_group_size)
 
 
-def write_csv(table: Any, sink: Any) -> None:
-    """Write ``table`` as CSV to ``sink`` (a path or a binary stream).
+def write_csv(table: Any, sink: Any, row_group_size: int | None = None) -> None:
+    """Write ``table`` as CSV to ``sink`` (a path or a binary stream; no row groups).
 
     A header row, then the rows; every text value is quoted, and so is every float, whose text
     keeps a decimal point (the module notes). A ``.csv`` file and ``--out -`` get the same bytes.
@@ -105,10 +105,6 @@ def write_csv(table: Any, sink: Any) -> None:
     columns = [_float_text(table.column(n)) if pa.types.is_floating(table.schema.field(n).type)
                else table.column(n) for n in table.column_names]
     pa_csv.write_csv(pa.table(columns, names=table.column_names), sink)
-
-
-def _write_csv(table: Any, path: Path, row_group_size: int | None = None) -> None:
-    write_csv(table, path)
 
 
 def _write_jsonl(table: Any, path: Path, row_group_size: int | None = None) -> None:
@@ -173,7 +169,7 @@ def _json_strings(column: Any) -> Any:
 #: Canonical format name -> format. Aliases are in :data:`ALIASES`.
 FORMATS: dict[str, FileFormat] = {
     "parquet": FileFormat("parquet", (".parquet",), "parquet", _read_parquet, _write_parquet),
-    "csv": FileFormat("csv", (".csv",), "csv", _read_csv, _write_csv),
+    "csv": FileFormat("csv", (".csv",), "csv", _read_csv, write_csv),
     "jsonl": FileFormat("jsonl", (".jsonl", ".json", ".ndjson"), "json", _read_jsonl,
                         _write_jsonl),
 }

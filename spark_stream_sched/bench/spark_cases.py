@@ -277,11 +277,18 @@ def with_ratios(results: list[Record]) -> list[Record]:
 
     ``x_tws_floor``: a transformation's median over its :data:`TWS_FLOORS` floor's.
 
+    CPU, the primary measure (wall time on shared cores spreads too much to compare): where a
+    record has ``cpu_total_s`` (all processes, mean per run), ``cpu_per_m_rows_s`` is that per
+    million input rows and ``cpu_x_native``, ``cpu_x_minby``, ``cpu_x_tws_floor`` and
+    ``cpu_x_python_floor`` divide it by native ``first()``'s, native ``min_by``'s, the
+    transformation's floor's and ``floor-python``'s of the same case (a ratio below 1: cheaper).
+
     ``driver_marginal_per_m_rows_s`` (the source's engines): the driver's Python CPU less the
     precomputed floor's (process start, imports, offsets: a Python source that reads no row),
     per million input rows: what the driver spends on the rows themselves.
     """
     median = {r["engine"]: r["seconds_median"] for r in results}
+    cpu = {r["engine"]: r["cpu_total_s"] for r in results if "cpu_total_s" in r}
     floor_driver = next((r.get("cpu_driver_s") for r in results
                          if r["engine"] == "floor-precomputed"), None)
     for r in results:
@@ -295,6 +302,13 @@ def with_ratios(results: list[Record]) -> list[Record]:
                  x_tws_floor=ratio(r["seconds_median"], tws_floor),
                  speedup_vs_native=ratio(median.get("native"), r["seconds_median"]),
                  speedup_vs_minby=ratio(median.get("native-minby"), r["seconds_median"]))
+        if "cpu_total_s" in r:
+            own = r["cpu_total_s"]
+            r.update(cpu_per_m_rows_s=round(own / (r["rows"] / 1e6), 3),
+                     cpu_x_native=ratio(own, cpu.get("native")),
+                     cpu_x_minby=ratio(own, cpu.get("native-minby")),
+                     cpu_x_tws_floor=ratio(own, cpu.get(TWS_FLOORS.get(r["engine"], ""))),
+                     cpu_x_python_floor=ratio(own, cpu.get("floor-python")))
     return results
 
 

@@ -8,7 +8,9 @@ from typing import Any
 Record = dict[str, Any]
 
 TIMES = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
-         ("seconds_median", "median s"), ("x_floor", "x floor"),
+         ("cpu_per_m_rows_s", "cpu s/M rows"), ("cpu_x_native", "cpu x first()"),
+         ("cpu_x_minby", "cpu x min_by"), ("cpu_x_tws_floor", "cpu x tws floor"),
+         ("cpu_x_python_floor", "cpu x python floor"), ("seconds_median", "wall median s"), ("x_floor", "x floor"),
          ("x_empty_floor", "x empty floor"), ("x_python_floor", "x python floor"),
          ("x_tws_floor", "x tws floor"),
          ("speedup_vs_native", "native/this"), ("speedup_vs_minby", "minby/this"),
@@ -19,6 +21,13 @@ TIMES = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
          ("first_matches_pct", "first() = truth %"), ("windows_emitted", "windows out"),
          ("windows_open", "windows open"),
          ("rows_per_s_median", "rows/s median"), ("load", "load 1 min"))
+#: How to read the first table: CPU is the measure, wall time beside it.
+CPU_FIRST = ("cpu s/M rows = CPU seconds of all processes (Spark's JVM, its Python workers, the "
+             "driver's Python; mean of the timed runs) per million input rows, the measure to "
+             "compare (wall time on shared cores spreads too much); cpu x first() / x min_by / x "
+             "tws floor / x python floor = this engine's CPU over native first()'s, native "
+             "min_by's, its floor's and floor-python's (below 1: cheaper); wall median s beside "
+             "it:")
 CPU = (("engine", "engine"), ("cpu_total_s", "all s"), ("cpu_tasks_s", "tasks py s"),
        ("cpu_commit_s", "commit py s"), ("cpu_driver_s", "other driver py s"),
        ("cpu_jvm_s", "jvm s"), ("cpu_jvm_tasks_s", "jvm tasks s"),
@@ -62,7 +71,7 @@ def format_results(results: Sequence[Record]) -> str:
         return "(no results)"
     parts = []
     if timed:
-        parts += [_workload(timed), format_table(timed, TIMES), "",
+        parts += [_workload(timed), CPU_FIRST, format_table(timed, TIMES), "",
                   "CPU s per run (mean of the timed runs; processes by role from /proc, lower "
                   "bounds; all = JVM + Python; marker = the sink's commit markers; Spark task "
                   "s = seconds the tasks held executor cores, from Spark's task metrics, median; "

@@ -86,6 +86,7 @@ def test_ratios_and_the_tables() -> None:
     assert by["ordered-agg"]["x_python_floor"] == 2.5
     assert by["native"]["x_python_floor"] == 7.5
     assert "driver_marginal_per_m_rows_s" not in by["ordered-agg"]  # no CPU figures here
+    assert "cpu_per_m_rows_s" not in by["ordered-agg"]
     cores = [{"case": "cores", "engine": "transform", "master": f"local[{n}]", "cores": n,
               "runs": 3, "warmup": 1, "seconds_median": s, "load_1m": [4.0]}
              for n, s in [(1, 40.0), (2, 25.0)]]
@@ -93,6 +94,24 @@ def test_ratios_and_the_tables() -> None:
     assert "3 timed runs after 1 warm-up round(s)" in text
     assert "1.0-2.5" in text
     assert "local[2]" in text
+
+
+def test_cpu_per_million_rows_and_its_ratios_to_native_and_the_floors() -> None:
+    rows = with_ratios([
+        {"case": "main", "engine": e, "seconds_median": 1.0, "rows": 2_000_000,
+         "cpu_total_s": cpu, "inputs": 2, "keys": 3, "window": "30 s", "slide": "3 s",
+         "batching_a": 4, "batching_b": 1, "runs": 3, "warmup": 1, "oracle": "reference"}
+        for e, cpu in [("native", 13.0), ("native-minby", 39.0), ("transform", 26.0),
+                       ("floor-tws", 13.0), ("floor-python", 8.0), ("ordered-agg", 6.5)]])
+    by = {r["engine"]: r for r in rows}
+    assert by["transform"]["cpu_per_m_rows_s"] == 13.0
+    assert (by["transform"]["cpu_x_native"], by["transform"]["cpu_x_minby"]) == (2.0, 0.67)
+    assert by["transform"]["cpu_x_tws_floor"] == 2.0
+    assert by["transform"]["cpu_x_python_floor"] == 3.25
+    assert by["ordered-agg"]["cpu_x_native"] == 0.5
+    assert by["ordered-agg"]["cpu_x_tws_floor"] is None  # the source has no such floor
+    text = format_results(rows)
+    assert "cpu s/M rows" in text.splitlines()[2] and "wall median s" in text.splitlines()[2]
 
 
 def test_the_drivers_marginal_cpu_is_the_sources_less_the_floors_per_million_rows() -> None:

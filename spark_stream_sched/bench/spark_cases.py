@@ -53,10 +53,12 @@ from spark_stream_sched.bench.spark_data import (
 from spark_stream_sched.bench.spark_floor import (
     FLOORS,
     NO_OUTPUT,
+    PACKED_FLOORS,
     SOURCE_FLOORS,
     Floor,
     batches_run,
     prepare_floor,
+    unavailable,
 )
 
 logger = logging.getLogger(__name__)
@@ -112,7 +114,7 @@ def prepare(case: Case, rows: int, n_inputs: int, keys: int, seed: int, size: st
 
     dirs, tables = prepare_data(case.root, rows, n_inputs, keys, seed)
     end_dirs = (with_end_rows(dirs, case.root / "transform-input")
-                if {*TWS_FLOORS, *TWS_FLOORS.values()} & set(case.engines) else [])
+                if {*TWS_FLOORS, *PACKED_FLOORS} & set(case.engines) else [])
     truth, oracle = truth_of(tables, parse_duration(size, "window"),
                              parse_duration(slide, "slide"))
     work = Workload(tuple(map(str, dirs)), tuple(map(str, end_dirs)), rows, keys, size, slide,
@@ -131,7 +133,13 @@ def measured_run(run: Callable[[], Record], out: Path) -> Record:
 
 def run_case(case: Case, work: Workload, truth: Truth, oracle: str, run_engine: RunEngine,
              bar: Any) -> list[Record]:
-    """Run :meth:`Case.plan` and summarise each engine (module doc); ``bar``: a tqdm bar."""
+    """Run :meth:`Case.plan` and summarise each engine (module doc); ``bar``: a tqdm bar.
+
+    An engine the installed Spark cannot run (:func:`~.spark_floor.unavailable`) is not run:
+    its row says ``available: False`` and the one-line ``unavailable`` reason.
+    """
+    missing = {engine: reason for engine in case.engines
+               if (reason := unavailable(engine)) is not None}
     floor = None
     if any(engine in SOURCE_FLOORS for engine in case.engines):
         limit = work.max_records(case.files("A")) if case.batchings else None
@@ -139,6 +147,9 @@ def run_case(case: Case, work: Workload, truth: Truth, oracle: str, run_engine: 
     records: dict[str, list[Record]] = {engine: [] for engine in case.engines}
     outputs: dict[tuple[str, str], list[Output]] = {}
     for engine, i, batching in case.plan():
+        if engine in missing:
+            bar.update(1)
+            continue
         tag = f"{engine}-{batching}-{i}"
         out = case.root / tag
         bar.set_description(f"bench spark {case.name} {tag}")
@@ -151,8 +162,10 @@ def run_case(case: Case, work: Workload, truth: Truth, oracle: str, run_engine: 
         outputs.setdefault((engine, same_rows), []).append(result_rows(out))
         shutil.rmtree(out / "state", ignore_errors=True)
         bar.update(1)
-    results = [summarise(case, engine, work, records[engine], outputs[(engine, "A")],
-                         outputs.get((engine, "B"), [None])[0], truth, oracle)
+    results = [{"bench": "spark", "case": case.name, "engine": engine, "rows": work.rows,
+                "available": False, "unavailable": missing[engine]} if engine in missing
+               else summarise(case, engine, work, records[engine], outputs[(engine, "A")],
+                              outputs.get((engine, "B"), [None])[0], truth, oracle)
                for engine in case.engines]
     return with_ratios(results)
 
@@ -287,11 +300,13 @@ def with_ratios(results: list[Record]) -> list[Record]:
     precomputed floor's (process start, imports, offsets: a Python source that reads no row),
     per million input rows: what the driver spends on the rows themselves.
     """
-    median = {r["engine"]: r["seconds_median"] for r in results}
+    median = {r["engine"]: r["seconds_median"] for r in results if "seconds_median" in r}
     cpu = {r["engine"]: r["cpu_total_s"] for r in results if "cpu_total_s" in r}
     floor_driver = next((r.get("cpu_driver_s") for r in results
                          if r["engine"] == "floor-precomputed"), None)
     for r in results:
+        if "seconds_median" not in r:  # not available here (run_case)
+            continue
         tws_floor = median.get(TWS_FLOORS.get(r["engine"], ""))
         if r["engine"] in SOURCE_SPLIT_ROWS and floor_driver is not None and "cpu_driver_s" in r:
             r["driver_marginal_per_m_rows_s"] = round(

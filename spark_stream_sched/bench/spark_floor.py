@@ -26,7 +26,16 @@ queries as native's inputs, with the same batching), two floors read those input
   :func:`~spark_stream_sched.spark.transform.packed_inputs`) through
   ``transformWithStateInPandas`` (RocksDB, event time) with a processor that reads its rows and
   keeps nothing (:class:`~.spark_floor_sources.DiscardingProcessor`), into the
-  ``noop`` sink: Spark's stateful machinery on its own.
+  ``noop`` sink: Spark's stateful machinery on its own; ``floor-tws-keyed`` the same for
+  transform-keyed's input;
+* ``floor-apply-in-pandas-with-state`` and ``floor-tws-row``: floor-tws's packed input, into
+  the same sink, through Spark's other two stateful Python operators (RocksDB state store
+  too), each doing nothing the same way: ``applyInPandasWithState`` (append mode, no timeout)
+  with a function that reads its frames, emits nothing and never touches its group's state
+  (:func:`~.spark_floor_sources.discard_with_state`), and the row-based ``transformWithState``
+  (pyspark >= 4.1) with :class:`~.spark_floor_sources.DiscardingRowProcessor`. Where the
+  installed pyspark lacks an operator, :func:`unavailable` says why and the engine is
+  reported as not available instead of run.
 """
 
 from __future__ import annotations
@@ -40,12 +49,32 @@ import pyarrow as pa
 
 #: Floors that replay the source's precomputed micro-batches.
 SOURCE_FLOORS = ("floor-precomputed", "floor-empty")
+#: Floors of Spark's stateful operators on the transformation's packed input (end rows too).
+PACKED_FLOORS = ("floor-tws", "floor-tws-keyed", "floor-apply-in-pandas-with-state",
+                 "floor-tws-row")
 #: Floors that read the file streams of native, the transformation and the sink.
-INPUT_FLOORS = ("floor-input", "floor-python", "floor-tws", "floor-tws-keyed")
+INPUT_FLOORS = ("floor-input", "floor-python", *PACKED_FLOORS)
 #: Engines of the floors, as named in the results.
 FLOORS = (*SOURCE_FLOORS, *INPUT_FLOORS)
 #: Floors that emit no result rows (nothing to compare with the truth).
 NO_OUTPUT = ("floor-empty", *INPUT_FLOORS)
+
+
+def unavailable(engine: str) -> str | None:
+    """Why the installed pyspark cannot run ``engine`` (one line), or None when it can.
+
+    Only ``floor-tws-row`` can be missing: ``GroupedData.transformWithState`` came with pyspark
+    4.1. Called on the driver.
+    """
+    if engine != "floor-tws-row":
+        return None
+    import pyspark
+    from pyspark.sql import GroupedData
+
+    if hasattr(GroupedData, "transformWithState"):
+        return None
+    return (f"pyspark {pyspark.__version__} has no GroupedData.transformWithState "
+            f"(row-based, pyspark >= 4.1)")
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ class DiscardingProcessor(StatefulProcessor):
 
     ``bench spark``'s ``floor-tws``: the transformation's own input (packed by group) through
     Spark's stateful operator with this processor is what Spark's machinery costs on its own.
+    It declares no state variable and makes no state call: the state store is opened and
+    committed every micro-batch but holds nothing.
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -150,6 +152,34 @@ class DiscardingProcessor(StatefulProcessor):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class DiscardingRowProcessor(DiscardingProcessor):
+    """:class:`DiscardingProcessor` for the row-based ``transformWithState`` (pyspark >= 4.1).
+
+    ``bench spark``'s ``floor-tws-row``: the same packed input and the same (no) state, the rows
+    handed over one ``pyspark.sql.Row`` at a time instead of in pandas frames.
+    """
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any],  # noqa: N802 - Spark API
+                        timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        """Read every row of the group, emit nothing (executors)."""
+        for _ in rows:
+            continue
+        return iter(())
+
+
+def discard_with_state(key: Any, frames: Iterator[pd.DataFrame],
+                       state: Any) -> Iterator[pd.DataFrame]:
+    """``floor-apply-in-pandas-with-state``'s function: read every frame, emit nothing.
+
+    Like :class:`DiscardingProcessor` it never touches ``state`` (no ``get``, ``update`` or
+    ``remove``): the group's state stays absent, so Spark's store holds nothing for it
+    (executors).
+    """
+    for _ in frames:
+        continue
+    return iter(())
 
 
 def register_floors(spark: Any) -> None:

@@ -32,7 +32,9 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   (:mod:`.spark_floor`): the least an engine reading Spark's inputs, or one running Python on
   them, can take; **floor-tws**: the transformation's packed input through
   ``transformWithStateInPandas`` with a processor that does nothing; **floor-tws-keyed** the
-  same for transform-keyed's input (every column, the integer sequence).
+  same for transform-keyed's input (every column, the integer sequence);
+  **floor-apply-in-pandas-with-state** / **floor-tws-row**: floor-tws's packed input through
+  ``applyInPandasWithState`` or the row-based ``transformWithState``, doing nothing alike.
 
 This module holds the queries; :mod:`.spark_bench` runs the cases (the engines that scale also
 on ``local[1]``, ``local[2]`` and a cluster, projected by :mod:`.spark_model`), :mod:`.spark_cli`
@@ -103,8 +105,9 @@ def _run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
         return run_transform(spark, work, out, files, keyed=engine == "transform-keyed")
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
         return run_sink(spark, work, out, files, partitioned=engine == "ordered-agg-sink")
-    if engine in ("floor-tws", "floor-tws-keyed"):
-        return run_tws_floor(spark, work, out, files, keyed=engine == "floor-tws-keyed")
+    if engine in STATEFUL_FLOORS:
+        return run_tws_floor(spark, work, out, files, keyed=engine == "floor-tws-keyed",
+                             operator=STATEFUL_FLOORS[engine])
     if engine in INPUT_FLOORS:
         return run_input_floor(spark, work, out, files, python=engine == "floor-python")
     if floor is None:
@@ -216,25 +219,55 @@ def run_transform(spark: Any, work: Workload, out: Path, files: int,
         return {"seconds": _run_query(_to_parquet(windows, out))}
 
 
+#: The stateful operator each floor of :data:`~.spark_floor.PACKED_FLOORS` runs.
+STATEFUL_FLOORS = {"floor-tws": "transformWithStateInPandas",
+                   "floor-tws-keyed": "transformWithStateInPandas",
+                   "floor-apply-in-pandas-with-state": "applyInPandasWithState",
+                   "floor-tws-row": "transformWithState"}
+
+
 def run_tws_floor(spark: Any, work: Workload, out: Path, files: int,
-                  keyed: bool = False) -> Record:
-    """The transformation's packed input through ``transformWithStateInPandas`` doing nothing.
+                  keyed: bool = False, operator: str = "transformWithStateInPandas") -> Record:
+    """The transformation's packed input through a Spark stateful operator doing nothing.
 
-    ``keyed``: transform-keyed's input (every column and the integer sequence).
+    ``operator`` (a value of :data:`STATEFUL_FLOORS`): ``transformWithStateInPandas`` (event
+    time) with :class:`~.spark_floor_sources.DiscardingProcessor`, ``transformWithState``
+    (rows, event time) with :class:`~.spark_floor_sources.DiscardingRowProcessor`, or
+    ``applyInPandasWithState`` (append, no timeout) with
+    :func:`~.spark_floor_sources.discard_with_state`. None of them touches its state; all
+    keep it in the RocksDB state store ``configure`` sets. Every one writes to the ``noop``
+    sink. ``keyed``: transform-keyed's input (every column and the integer sequence).
     """
-    from pyspark.sql.types import BinaryType, StructField, StructType
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-    from spark_stream_sched.bench.spark_floor_sources import DiscardingProcessor
+    from spark_stream_sched.bench.spark_floor_sources import (
+        DiscardingProcessor,
+        DiscardingRowProcessor,
+        discard_with_state,
+    )
     from spark_stream_sched.runtime.engine.packing import GROUP
     from spark_stream_sched.spark.transform import configure, packed_inputs
 
+    nothing = StructType([StructField("nothing", BinaryType())])
     with _session_settings(spark):
         configure(spark)
         streams = _ordered_inputs(spark, work, files, keyed)
         packed, _ = packed_inputs(streams, streams.spec(AGGREGATES, (work.size, work.slide)))
-        frame = packed.groupBy(GROUP).transformWithStateInPandas(
-            DiscardingProcessor(), StructType([StructField("nothing", BinaryType())]), "Append",
-            "EventTime")
+        grouped = packed.groupBy(GROUP)
+        if operator == "applyInPandasWithState":
+            frame = grouped.applyInPandasWithState(
+                discard_with_state, nothing, StructType([StructField("unused", LongType())]),
+                "append", GroupStateTimeout.NoTimeout)
+        elif operator == "transformWithState":
+            frame = grouped.transformWithState(DiscardingRowProcessor(), nothing, "Append",
+                                               "EventTime")
+        elif operator == "transformWithStateInPandas":
+            frame = grouped.transformWithStateInPandas(DiscardingProcessor(), nothing, "Append",
+                                                       "EventTime")
+        else:
+            raise ConfigError(f"stateful floor operator {operator!r}: choose from "
+                              f"{', '.join(sorted(set(STATEFUL_FLOORS.values())))}")
         seconds, query = _timed_query(frame.writeStream.format("noop")
                                       .option("checkpointLocation", str(out / "ck")))
     # the end-of-input rows are read too: one per input

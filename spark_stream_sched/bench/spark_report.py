@@ -63,13 +63,15 @@ def format_results(results: Sequence[Record]) -> str:
     """The tables, each under a line that says what it shows."""
     from spark_stream_sched.bench.common import format_table
 
+    missing = [r for r in results if r.get("available") is False]
+    results = [r for r in results if r.get("available") is not False]
     timed = [_with_load(r) for r in results if r.get("case") in ("main", "long")]
     cores = [_with_load(r) for r in results if r.get("case") in ("cores", "cluster")]
     model = [r for r in results if r.get("case") == "model"]
     check = [r for r in results if r.get("case") == "check"]
+    parts = [f"Not available here: {r['engine']} ({r['unavailable']})" for r in missing]
     if not timed and not cores:
-        return "(no results)"
-    parts = []
+        return "\n".join([*parts, "(no results)"])
     if timed:
         parts += [_workload(timed), CPU_FIRST, format_table(timed, TIMES), "",
                   "CPU s per run (mean of the timed runs; processes by role from /proc, lower "
@@ -126,7 +128,10 @@ def _workload(results: Sequence[Record]) -> str:
             f"python floor = median / floor-python median (the rows handed to Python, the "
             f"transformation's and the sink's floor); x tws floor = a transformation's median "
             f"/ its do-nothing transformWithStateInPandas floor's (floor-tws, floor-tws-keyed: "
-            f"the same packed input); native/this = native median / median; "
+            f"the same packed input); floor-apply-in-pandas-with-state and floor-tws-row: "
+            f"floor-tws's packed input through applyInPandasWithState and the row-based "
+            f"transformWithState, doing nothing and touching no state alike (RocksDB); "
+            f"native/this = native median / median; "
             f"minby/this = native-minby median / median (native with min_by over Spark's file "
             f"positions: the correct native first value); emitted = truth: every window "
             f"emitted has the true count and first value (native leaves the last windows "

@@ -31,7 +31,8 @@ def test_every_engine_of_ours_equals_the_truth_in_every_batching(results) -> Non
         assert by[engine]["identical_across_batchings"] is True, engine
     assert by["floor-empty"]["windows_emitted"] == 0
     # the input floors read every row and emit nothing
-    for floor in ("floor-input", "floor-python", "floor-tws", "floor-tws-keyed"):
+    for floor in ("floor-input", "floor-python", "floor-tws", "floor-tws-keyed",
+                  "floor-apply-in-pandas-with-state", "floor-tws-row"):
         assert by[floor]["rows_read"] == [4_000], floor
         assert by[floor]["matches_truth"] is None, floor
         assert by[floor]["windows_emitted"] == 0, floor

@@ -259,3 +259,52 @@ def test_the_source_engines_differ_in_split_rows_and_partitions_reach_the_source
     again = Workload.from_json({**work.to_json(), "partitions": 8})  # as a child run gets it
     assert source_options(again, 50)["numPartitions"] == "8"
     assert source_options(again, 50)["maxRecordsPerTrigger"] == "50"
+
+
+STATEFUL = ("floor-apply-in-pandas-with-state", "floor-tws-row")
+
+
+def test_the_other_stateful_floors_run_by_default_beside_floor_tws_but_not_in_quick() -> None:
+    from spark_stream_sched.bench.spark_floor import INPUT_FLOORS, NO_OUTPUT, PACKED_FLOORS
+
+    for engine in STATEFUL:
+        assert engine in spark_cases.ENGINES
+        assert engine in INPUT_FLOORS
+        assert engine in NO_OUTPUT
+        assert engine in PACKED_FLOORS
+        assert engine not in spark_cli.QUICK_ENGINES
+        assert spark_native.STATEFUL_FLOORS[engine] in ("applyInPandasWithState",
+                                                        "transformWithState")
+    assert spark_cases.ENGINES.index("floor-tws") < spark_cases.ENGINES.index(STATEFUL[0])
+
+
+def test_a_floor_the_installed_pyspark_lacks_is_reported_with_its_reason(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pyspark.sql import GroupedData
+
+    from spark_stream_sched.bench.spark_floor import unavailable
+
+    assert unavailable("floor-tws") is None
+    if hasattr(GroupedData, "transformWithState"):
+        assert unavailable("floor-tws-row") is None
+        owner = next(c for c in GroupedData.__mro__ if "transformWithState" in vars(c))
+        monkeypatch.delattr(owner, "transformWithState")  # a pyspark before 4.1
+    reason = unavailable("floor-tws-row")
+    assert reason is not None
+    assert "transformWithState" in reason
+    assert "\n" not in reason
+    case = Case("main", tmp_path, ("floor-tws-row",), 1, (4, 1))
+    work = Workload((), (), 10, 3, "30 seconds", "3 seconds", "10 seconds")
+    ran: list[str] = []
+
+    class Bar:
+        def set_description(self, text: str) -> None: ...
+        def update(self, n: int) -> None: ...
+
+    results = spark_cases.run_case(case, work, {}, "reference",
+                                   lambda engine, *rest: ran.append(engine) or {}, Bar())
+    assert ran == []  # not run at all
+    assert results == [{"bench": "spark", "case": "main", "engine": "floor-tws-row",
+                        "rows": 10, "available": False, "unavailable": reason}]
+    text = format_results(results)
+    assert f"Not available here: floor-tws-row ({reason})" in text

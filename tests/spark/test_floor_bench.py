@@ -49,3 +49,22 @@ def test_bench_runs_the_source_and_both_floors_with_the_same_batches(spark, tmp_
         assert source["x_floor"] == round(source["seconds_median"] / floor["seconds_median"], 2)
     assert by[("main", "ordered-agg")]["micro_batches"] == 2  # 8 of 16 files per batch
     assert by[("long", "ordered-agg")]["micro_batches"] == 1  # default AvailableNow sizing
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_the_stateful_floors_read_every_row_of_the_same_packed_input(spark, tmp_path) -> None:
+    """floor-tws and Spark's other two stateful Python operators, side by side, doing nothing."""
+    engines = ("floor-tws", "floor-apply-in-pandas-with-state", "floor-tws-row")
+    results = spark_bench.run(rows=4_000, n_inputs=2, keys=20, runs=1, batchings=(16, 8),
+                               workdir=str(tmp_path), master="local[2]", show_progress=False,
+                               engines=engines, long_rows=0, cores=(), warmup=0)
+    by = {r["engine"]: r for r in results}
+    assert list(by) == list(engines)
+    for engine in engines:
+        assert by[engine]["rows_read"] == [4_000], engine
+        assert by[engine]["windows_emitted"] == 0, engine
+        assert by[engine]["matches_truth"] is None, engine
+        # (not the same micro-batches: transformWithState's event-time mode adds a no-data
+        # batch when the watermark moves, applyInPandasWithState without a timeout does not)
+        assert by[engine]["cpu_tasks_s"] > 0, engine  # the rows reached Python

@@ -111,7 +111,9 @@ def test_cpu_per_million_rows_and_its_ratios_to_native_and_the_floors() -> None:
     assert by["ordered-agg"]["cpu_x_native"] == 0.5
     assert by["ordered-agg"]["cpu_x_tws_floor"] is None  # the source has no such floor
     text = format_results(rows)
-    assert "cpu s/M rows" in text.splitlines()[2] and "wall median s" in text.splitlines()[2]
+    header = text.splitlines()[2]
+    assert "cpu s/M rows" in header
+    assert "wall median s" in header
 
 
 def test_the_drivers_marginal_cpu_is_the_sources_less_the_floors_per_million_rows() -> None:

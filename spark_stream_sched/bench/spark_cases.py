@@ -58,8 +58,8 @@ from spark_stream_sched.bench.spark_floor import (
     Floor,
     batches_run,
     prepare_floor,
-    unavailable,
 )
+from spark_stream_sched.bench.spark_native import unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def run_case(case: Case, work: Workload, truth: Truth, oracle: str, run_engine: 
              bar: Any) -> list[Record]:
     """Run :meth:`Case.plan` and summarise each engine (module doc); ``bar``: a tqdm bar.
 
-    An engine the installed Spark cannot run (:func:`~.spark_floor.unavailable`) is not run:
+    An engine the installed Spark cannot run (:func:`~.spark_native.unavailable`) is not run:
     its row says ``available: False`` and the one-line ``unavailable`` reason.
     """
     missing = {engine: reason for engine in case.engines

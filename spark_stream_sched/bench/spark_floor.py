@@ -34,7 +34,7 @@ queries as native's inputs, with the same batching), two floors read those input
   with a function that reads its frames, emits nothing and never touches its group's state
   (:func:`~.spark_floor_sources.discard_with_state`), and the row-based ``transformWithState``
   (pyspark >= 4.1) with :class:`~.spark_floor_sources.DiscardingRowProcessor`. Where the
-  installed pyspark lacks an operator, :func:`unavailable` says why and the engine is
+  installed pyspark lacks an operator, :func:`~.spark_native.unavailable` says why and the engine is
   reported as not available instead of run.
 """
 
@@ -58,23 +58,6 @@ INPUT_FLOORS = ("floor-input", "floor-python", *PACKED_FLOORS)
 FLOORS = (*SOURCE_FLOORS, *INPUT_FLOORS)
 #: Floors that emit no result rows (nothing to compare with the truth).
 NO_OUTPUT = ("floor-empty", *INPUT_FLOORS)
-
-
-def unavailable(engine: str) -> str | None:
-    """Why the installed pyspark cannot run ``engine`` (one line), or None when it can.
-
-    Only ``floor-tws-row`` can be missing: ``GroupedData.transformWithState`` came with pyspark
-    4.1. Called on the driver.
-    """
-    if engine != "floor-tws-row":
-        return None
-    import pyspark
-    from pyspark.sql import GroupedData
-
-    if hasattr(GroupedData, "transformWithState"):
-        return None
-    return (f"pyspark {pyspark.__version__} has no GroupedData.transformWithState "
-            f"(row-based, pyspark >= 4.1)")
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,24 @@ LONG_ENGINES = ("ordered-agg", "ordered-agg-driver", *SOURCE_FLOORS)
 Record = dict[str, Any]
 
 
+def unavailable(engine: str) -> str | None:
+    """Why the installed pyspark cannot run ``engine`` (one line), or None when it can.
+
+    Only ``floor-tws-row`` can be missing: ``GroupedData.transformWithState`` came with pyspark
+    4.1. Called on the driver.
+    """
+    if engine != "floor-tws-row":
+        return None
+    import pyspark
+    from pyspark.sql import GroupedData
+
+    if hasattr(GroupedData, "transformWithState"):
+        return None
+    return (f"pyspark {pyspark.__version__} has no GroupedData.transformWithState "
+            f"(row-based, pyspark >= 4.1)")
+
+
+
 # -- the queries -------------------------------------------------------------------------------
 
 

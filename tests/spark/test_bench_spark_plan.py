@@ -284,7 +284,7 @@ def test_a_floor_the_installed_pyspark_lacks_is_reported_with_its_reason(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from pyspark.sql import GroupedData
 
-    from spark_stream_sched.bench.spark_floor import unavailable
+    from spark_stream_sched.bench.spark_native import unavailable
 
     assert unavailable("floor-tws") is None
     if hasattr(GroupedData, "transformWithState"):

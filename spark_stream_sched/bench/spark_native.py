@@ -94,7 +94,6 @@ def unavailable(engine: str) -> str | None:
             f"(row-based, pyspark >= 4.1)")
 
 
-
 # -- the queries -------------------------------------------------------------------------------
 
 

@@ -28,8 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
+from spark_stream_sched.runtime import exact_split
 from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
-from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE, is_exact
+from spark_stream_sched.runtime.exact_partials import is_exact
+from spark_stream_sched.runtime.exact_split import PANE_SUM_TYPE
 from spark_stream_sched.runtime.order_codes import dense_ids
 from spark_stream_sched.runtime.packets import TS_MAX, event_times
 from spark_stream_sched.runtime.state import snapshot
@@ -159,7 +161,10 @@ class WindowAggregator:
         return pa.schema(fields)
 
     def _pane_schema(self) -> pa.Schema:
-        """The fixed schema of pane partials (both stage-1 paths are cast to it)."""
+        """The fixed schema of pane partials in memory (both stage-1 paths are cast to it).
+
+        Snapshots keep floating sums as exact partials (:func:`.exact_split.stored`).
+        """
         fields = [pa.field(PANE, pa.int64())]
         fields += [self.input_schema.field(k) for k in self.key_columns]
         for i, agg in enumerate(self.aggregates):
@@ -167,7 +172,8 @@ class WindowAggregator:
             if func in ("count", "count_where"):
                 fields.append(pa.field(f"a{i}_n", pa.int64()))
             elif func in ("sum", "avg"):
-                fields.append(pa.field(f"a{i}_sum", PARTIAL_TYPE if is_exact(agg) else pa.int64()))
+                fields.append(pa.field(f"a{i}_sum",
+                                       PANE_SUM_TYPE if is_exact(agg) else pa.int64()))
                 if func == "avg":
                     fields.append(pa.field(f"a{i}_n", pa.int64()))
             else:
@@ -301,7 +307,7 @@ class WindowAggregator:
         }
         tables = {"schema": self.input_schema.empty_table(), "pending": self._pending}
         if self._panes:
-            tables["panes"] = pa.concat_tables(self._panes)
+            tables["panes"] = exact_split.stored(pa.concat_tables(self._panes))
         return snapshot.encode("window", meta, tables)
 
     @classmethod
@@ -313,20 +319,25 @@ class WindowAggregator:
                  meta.get("mode", "auto"))
         op._pending = tables["pending"]
         if "panes" in tables:
-            _check_partials(tables["panes"].schema, op._partial_schema,
+            panes = exact_split.loaded(tables["panes"])
+            _check_partials(tables["panes"].schema, panes.schema, op._partial_schema,
                             meta.get("state_version", 1))
-            op._panes = [tables["panes"]]
+            op._panes = [panes]
         op._bound, op._next_k = meta["bound"], meta["next_k"]
         return op
 
 
-def _check_partials(found: pa.Schema, expected: pa.Schema, version: int) -> None:
-    """Refuse pane partials of another layout (version 1 kept floating sums as float64)."""
+def _check_partials(found: pa.Schema, read: pa.Schema, expected: pa.Schema,
+                    version: int) -> None:
+    """Refuse pane partials of another layout (version 1 kept floating sums as float64).
+
+    ``found`` is the stored schema, ``read`` the same partials in memory (pane sums).
+    """
     if version > STATE_VERSION:
         raise StateError(f"window state version {version} was written by a newer version of "
                          f"spark_stream_sched (this one reads up to {STATE_VERSION}); run the "
                          f"query with that version")
-    if not found.equals(expected):
+    if not read.equals(expected):
         raise StateError(
             f"window state version {version} holds pane partials this version cannot continue "
             f"(floating sums are exact partials since state version {STATE_VERSION}; found "

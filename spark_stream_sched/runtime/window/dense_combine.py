@@ -9,8 +9,8 @@ sums (exact in int64, which wraps as Arrow's sum does), ``min``/``max`` the van 
 Werman running extremes over blocks of ``W/P`` rows, and ``first``/``last`` the nearest flagged
 row found by a running minimum (maximum) of row indices. Every result is a value of one partial
 or an exact integer, so both paths give bit-identical results; the property tests run both.
-Exact partials of floating sums are added limb by limb with one prefix sum over the panes and
-rounded once per window, as on the sparse path.
+Pane sums of floating columns are added with one prefix sum over the panes per part (two
+float64 parts proved exact, or limbs) and rounded once per window, as on the sparse path.
 
 Keys get *sorted* dense ids (:func:`.order_codes.dense_ids`: rank among the chunk's distinct
 keys, nulls first), so emitting the non-empty cells in row-major ``(window, key)`` order is
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from spark_stream_sched.runtime import exact_partials
+from spark_stream_sched.runtime import exact_split
 from spark_stream_sched.runtime.aggregates import BoundAggregate
 from spark_stream_sched.runtime.exact_partials import is_exact
 from spark_stream_sched.runtime.order_codes import dense_ids
@@ -191,29 +191,32 @@ class _Windows:
         self.first = start * n_keys + key
         self.last = (start + width) * n_keys + key
         self.shape = (shape[0] + 1, n_keys)
-        self._grid: np.ndarray | None = None
+        self.panes = shape[0]
+        self._grids: dict[np.dtype, np.ndarray] = {}
 
     def total(self, per_row: np.ndarray) -> np.ndarray:
-        """Sum of an int64 value per partial row over each output cell's window.
+        """Sum of an int64 (or float64) value per partial row over each output cell's window.
 
-        One cumulative sum over the panes; a window is the difference of two prefixes (exact:
-        int64 wrapping cancels in the difference).
+        One cumulative sum over the panes; a window is the difference of two prefixes (exact
+        for int64: wrapping cancels in the difference; float64 only where the caller proved
+        every prefix exact, as :func:`.exact_split.window_sums` does).
         """
-        if self._grid is None:
-            self._grid = np.zeros(self.shape, np.int64)
+        grid = self._grids.get(per_row.dtype)
+        if grid is None:
+            grid = self._grids[per_row.dtype] = np.zeros(self.shape, per_row.dtype)
         else:
-            self._grid.fill(0)
-        flat = self._grid.reshape(-1)
+            grid.fill(0)
+        flat = grid.reshape(-1)
         flat[self.rows] = per_row
-        np.cumsum(self._grid, axis=0, out=self._grid)
+        np.cumsum(grid, axis=0, out=grid)
         out: np.ndarray = flat[self.last] - flat[self.first]
         return out
 
 
 def _exact_column(agg: BoundAggregate, i: int, panes: pa.Table, windows: _Windows) -> pa.Array:
-    """A floating ``sum``/``avg`` per output cell: its panes' exact partials, rounded once."""
+    """A floating ``sum``/``avg`` per output cell: its panes' exact sums, rounded once."""
     partial = panes.column(f"a{i}_sum")
-    total = exact_partials.from_arrow(partial).summed(windows.total).to_double()
+    total = exact_split.window_sums(partial, windows.total, windows.panes)
     if agg.spec.func == "sum":
         if not partial.null_count:  # every output cell has a partial of its own
             return pa.array(total)

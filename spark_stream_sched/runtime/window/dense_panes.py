@@ -3,8 +3,8 @@
 Same contract and results as :func:`.panes.pane_partials` (the Arrow hash-aggregation path): one
 partial row per ``(pane, key)``, sorted by pane. Tuples of a chunk are mapped to a cell
 ``pane * n_keys + key_rank`` of a dense grid and folded with NumPy primitives that visit them in
-input order: ``np.bincount`` (counts), ``np.add.at`` (exact int64 sums), exact partials of
-floating sums (:func:`~spark_stream_sched.runtime.exact_partials.partials`), ``np.minimum.at`` /
+input order: ``np.bincount`` (counts), ``np.add.at`` (exact int64 sums), pane sums of
+floating sums (:func:`~spark_stream_sched.runtime.exact_split.pane_sums`), ``np.minimum.at`` /
 ``np.maximum.at`` (min, max, and the first or last *position*, which selects the value of
 ``first``/``last``). This avoids a hash table per tuple when the grid is small relative to the
 number of tuples (many tuples per key and pane).
@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_stream_sched.runtime import exact_partials
+from spark_stream_sched.runtime import exact_split
 from spark_stream_sched.runtime.aggregates import BoundAggregate
 from spark_stream_sched.runtime.order_codes import dense_ids
 from spark_stream_sched.runtime.window.dense_combine import MAX_CELLS, numeric
@@ -61,10 +61,9 @@ def _extreme_position(cell: np.ndarray, size: int, mask: np.ndarray | None,
 
 def _sum(column: pa.ChunkedArray, cell: np.ndarray, size: int,
          cells: np.ndarray, counts: np.ndarray) -> pa.Array:
-    """Partial sums of the non-empty ``cells``: exact partials of floats, int64 of integers."""
-    if not pa.types.is_integer(column.type):  # groups: the non-empty cells only
-        compact = (np.cumsum(counts > 0) - 1)[cell]
-        return exact_partials.partials(column, compact, len(cells))
+    """Partial sums of the non-empty ``cells``: pane sums of floats, int64 sums of integers."""
+    if not pa.types.is_integer(column.type):
+        return exact_split.pane_sums(column, cell, size, cells, counts)
     ok = _valid(column)
     values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     total = np.zeros(size, np.int64)

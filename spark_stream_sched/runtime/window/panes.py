@@ -6,13 +6,13 @@ contain its pane and folds the partials of each ``(window, key)``. Both stages u
 aggregation with ``use_threads=False``, so results depend only on the tuples (never on batch
 boundaries). Order-sensitive aggregates use the *position trick*: the min/max row position
 (optionally masked by a predicate) selects the row whose value is taken, so ``first`` of a null
-value is still that null (Spark's ``first``). Floating sums are exact partials
-(:mod:`~spark_stream_sched.runtime.exact_partials`), merged and rounded once per window, so a
+value is still that null (Spark's ``first``). Floating sums are pane sums
+(:mod:`~spark_stream_sched.runtime.exact_split`), merged and rounded once per window, so a
 window's sum is exactly rounded whatever its panes were; each group's rows are found with
 Arrow's ``list`` aggregation of row positions.
 
-Partial columns per aggregate ``i``: ``a{i}_n`` counts, ``a{i}_sum`` sums (int64, or an exact
-partial for a floating column), ``a{i}_v`` values and ``a{i}_found`` flags (for ``*_where``).
+Partial columns per aggregate ``i``: ``a{i}_n`` counts, ``a{i}_sum`` sums (int64, or a pane
+sum for a floating column), ``a{i}_v`` values and ``a{i}_found`` flags (for ``*_where``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime import exact_partials as exact
+from spark_stream_sched.runtime import exact_split
 from spark_stream_sched.runtime.aggregates import BoundAggregate
 from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE
+from spark_stream_sched.runtime.exact_split import PANE_SUM_TYPE
 from spark_stream_sched.runtime.keys import canonical_keys
 
 PANE = "__pane"
@@ -117,7 +119,8 @@ def pane_partials(
         if func == "count":
             out[f"a{i}_n"] = grouped.column(f"{_POS if spec.column == '*' else spec.column}_count")
         elif func in ("sum", "avg"):
-            out[f"a{i}_sum"] = (exact.partials(rows.column(spec.column), group, grouped.num_rows)
+            out[f"a{i}_sum"] = (exact_split.pane_sums(rows.column(spec.column), group,
+                                                      grouped.num_rows)
                                 if group is not None and exact.is_exact(agg) else
                                 grouped.column(f"__s{i}_sum"))
             if func == "avg":
@@ -149,7 +152,8 @@ def expand_to_windows(panes: pa.Table, k_first: np.ndarray, k_last: np.ndarray) 
     index = np.repeat(np.arange(panes.num_rows), counts)
     offsets = np.arange(index.size) - np.repeat(np.cumsum(counts) - counts, counts)
     k = np.repeat(k_first, counts) + offsets
-    plain = [name for name in panes.column_names if panes.schema.field(name).type != PARTIAL_TYPE]
+    plain = [name for name in panes.column_names
+             if panes.schema.field(name).type not in (PARTIAL_TYPE, PANE_SUM_TYPE)]
     expanded = panes.select(plain).take(pa.array(index))
     return expanded.append_column(WINDOW, pa.array(k.astype(np.int64))).append_column(
         _SRC, pa.array(index))
@@ -162,7 +166,7 @@ def _window_sum(grouped: pa.Table, table: pa.Table, group: np.ndarray | None,
     if group is not None and exact.is_exact(agg):
         rows = table.column(_SRC).to_numpy() if partials is not None else None
         column = (table if partials is None else partials).column(f"a{i}_sum")
-        total, seen = exact.totals(column, group, grouped.num_rows, rows)
+        total, seen = exact_split.totals(column, group, grouped.num_rows, rows)
         total_col: pa.Array | pa.ChunkedArray = pa.array(total, mask=~seen)
     else:
         total_col = grouped.column(f"a{i}_sum_sum")

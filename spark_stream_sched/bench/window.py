@@ -6,7 +6,9 @@ MQAggregate`, Gulisano et al. (2016), Algorithm 2, per tuple), both fed round-ro
 ``batch_rows`` packets per input. Query names follow Table 2: ``k``/``K`` few (243 meters) / many
 (40,000 songs) keys, ``w``/``W`` 10 / 20 windows per tuple, ``f``/``F`` a cheap / costly per-tuple
 function; ``OS`` order-sensitive (``first``), ``OI`` order-insensitive (``count``, ``avg``).
-``sg-sliding`` is the smart-grid count/avg/first query over 30 s windows sliding by 3 s.
+``sg-sliding`` is the smart-grid count/avg/first query over 30 s windows sliding by 3 s;
+``sg-sliding-plain`` is the same query with plain float64 sums instead of exactly rounded ones
+(:mod:`.plain_sums`, bench only), so that one run shows what the rule costs.
 
 MQ is slow, so it runs on ``baseline_rows`` rows of the same generator; the runtime also runs
 on those rows (untimed) and its result is compared with MQ's (column ``match``).
@@ -15,6 +17,7 @@ on those rows (untimed) and its result is compared with MQ's (column ``match``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +31,7 @@ from spark_stream_sched.bench.common import (
     progress,
     rate,
 )
+from spark_stream_sched.bench.plain_sums import plain_float_sums
 from spark_stream_sched.data.smart_grid import smart_grid_streams
 from spark_stream_sched.data.soundcloud import IP_REGEX, MAIL_REGEX, soundcloud_streams
 from spark_stream_sched.errors import ConfigError
@@ -49,6 +53,7 @@ class Query:
     slide_s: int
     key: str
     aggregates: tuple[str, ...]
+    sums: str = "exact"  # "plain": float64 sums (bench.plain_sums), to measure the rule's cost
 
 
 QUERIES: tuple[Query, ...] = (
@@ -67,6 +72,8 @@ QUERIES: tuple[Query, ...] = (
     Query("F-OI", "soundcloud", 20, 2, "song", (f"count_where({_MAIL_OR_IP}) as n_mail_ip",)),
     Query("sg-sliding", "smart_grid", 30, 3, "meter",
           ("count(*) as n", "avg(value) as mean", "first(value) as first_value")),
+    Query("sg-sliding-plain", "smart_grid", 30, 3, "meter",
+          ("count(*) as n", "avg(value) as mean", "first(value) as first_value"), "plain"),
 )
 QUERY_NAMES = tuple(q.name for q in QUERIES)
 
@@ -91,7 +98,8 @@ def run_runtime(query: Query, inputs: Sequence[pa.Table], batch_rows: int) -> pa
     spec = WindowSpec(query.size_s * 1000, query.slide_s * 1000)
     agg = OrderedAggregation(len(inputs), spec, [query.key], list(query.aggregates),
                              input_schema=inputs[0].schema)
-    return pa.concat_tables(feed_round_robin(agg, inputs, batch_rows, agg.poll))
+    with plain_float_sums() if query.sums == "plain" else nullcontext():
+        return pa.concat_tables(feed_round_robin(agg, inputs, batch_rows, agg.poll))
 
 
 def run_mq(query: Query, inputs: Sequence[pa.Table], batch_rows: int) -> pa.Table:

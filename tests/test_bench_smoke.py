@@ -34,9 +34,10 @@ def test_merge_bench_reports_rates_and_same_order() -> None:
 
 
 def test_window_bench_reports_rates_and_matching_results() -> None:
-    results = window.run(queries=["k-OS", "F-OI", "sg-sliding"], rows=4_000, n_inputs=3,
-                         baseline_rows=1_500, repeat=1, show_progress=False)
-    assert [r["case"] for r in results] == ["k-OS", "F-OI", "sg-sliding"]
+    cases = ["k-OS", "F-OI", "sg-sliding", "sg-sliding-plain"]
+    results = window.run(queries=cases, rows=4_000, n_inputs=3, baseline_rows=1_500, repeat=1,
+                         show_progress=False)
+    assert [r["case"] for r in results] == cases
     for result in results:
         _check_rates(result)
         assert result["match"] is True, result["difference"]

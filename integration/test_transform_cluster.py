@@ -25,7 +25,6 @@ import pytest
 
 from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.spark.transform import ROCKSDB_PROVIDER
-from spark_stream_sched.spark.transform_processor import STATE_NAME
 from spark_stream_sched.testing.reference import reference_aggregate
 from tests.spark.datagen import make_stream
 from tests.spark.helpers import assert_matches_oracle, output_key
@@ -153,11 +152,8 @@ def test_ordered_on_a_cluster_losing_a_worker_equals_the_oracle(cluster: Any,
     conf = json.loads(offsets[1])["conf"]
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
     metadata = json.loads((root / "state-metadata.json").read_text())
-    assert [m["operatorName"] for m in metadata] == ["transformWithStateInPandasExec"]
+    assert [m["operatorName"] for m in metadata] == ["applyInPandasWithState"]
     assert metadata[0]["numPartitions"] == SHUFFLE_PARTITIONS
-    variables = json.loads(metadata[0]["operatorProperties"])["stateVariables"]
-    assert {"stateName": STATE_NAME, "stateVariableType": "ValueState",
-            "ttlEnabled": False} in variables
     state = checkpoint / "state" / "0"
     partitions = sorted(p.name for p in state.iterdir() if p.name.isdigit())
     assert partitions == [str(i) for i in range(SHUFFLE_PARTITIONS)]

@@ -43,8 +43,12 @@ from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, TS_MAX
 #: The common fields of every door's batch records (module doc).
 FIELDS = ("door", "batch_id", "rows_in", "windows_out", "late_dropped", "state_bytes",
           "spill_bytes", "lag_ms", "batch_seconds", "ended_at")
-#: Name of the observation ``ordered()`` puts on its inputs: ``rows_in``, ``newest_ts`` (ms).
+#: Name of the observation ``ordered()`` puts on its inputs: ``rows_in``, ``newest_ts`` (ms),
+#: ``input_max`` (each input's largest event time in the batch, ms; an end-of-input row counts
+#: as the largest event time).
 OBSERVED_IN = "ordered_agg_in"
+#: Spark's name of ``ordered()``'s stateful operator in a progress's ``stateOperators``.
+ORDERED_OPERATOR = "applyInPandasWithState"
 #: Name of the observation ``ordered()`` puts on its result: ``windows_out``.
 OBSERVED_OUT = "ordered_agg_out"
 
@@ -92,7 +96,9 @@ def ordered_figures(progress: Iterable[Any]) -> list[dict[str, Any]]:
     dicts of their JSON (``json.loads(p.json)``, e.g. lines a listener logged). Progress that
     lacks ``ordered()``'s observations (another query's) is skipped.
     """
-    out, newest = [], None
+    out: list[dict[str, Any]] = []
+    newest: int | None = None
+    input_max: list[int | None] = []
     for p in progress:
         raw = progress_dict(p)
         observed = raw.get("observedMetrics") or {}
@@ -100,8 +106,9 @@ def ordered_figures(progress: Iterable[Any]) -> list[dict[str, Any]]:
             continue
         seen = observed[OBSERVED_IN].get("newest_ts")
         newest = seen if newest is None or (seen is not None and seen > newest) else newest
+        input_max = _running_max(input_max, observed[OBSERVED_IN].get("input_max") or [])
         operators = [o for o in raw.get("stateOperators") or ()
-                     if "transformWithState" in str(o.get("operatorName"))]
+                     if str(o.get("operatorName")) == ORDERED_OPERATOR]
         seconds = (raw.get("durationMs") or {}).get("triggerExecution")
         seconds = None if seconds is None else seconds / 1000
         started = _epoch(raw.get("timestamp"))
@@ -115,7 +122,7 @@ def ordered_figures(progress: Iterable[Any]) -> list[dict[str, Any]]:
                 "rocksdbSstFileSize", o.get("memoryUsedBytes") or 0)) for o in operators)
             if operators else None,
             "spill_bytes": None,
-            "lag_ms": _lag([newest], _ordered_bound(raw)),
+            "lag_ms": _lag([newest], _ordered_bound(input_max)),
             "batch_seconds": seconds,
             "ended_at": None if started is None or seconds is None else started + seconds})
     return out
@@ -152,16 +159,26 @@ def _lag(input_max: Iterable[int | None], bound: int | None) -> int | None:
     return None if newest is None else max(0, newest - bound)
 
 
-def _ordered_bound(raw: Mapping[str, Any]) -> int | None:
-    """``ordered()``'s ready bound in a batch: Spark's watermark + 1 ms (docs/transform.md)."""
-    watermark = _epoch((raw.get("eventTime") or {}).get("watermark"))
-    if watermark is None:
+def _running_max(known: list[int | None], batch: Sequence[int | None]) -> list[int | None]:
+    """Each input's largest event time over the batches so far (None: nothing seen yet)."""
+    width = max(len(known), len(batch))
+    old = [*known, *[None] * (width - len(known))]
+    new = [*batch, *[None] * (width - len(batch))]
+    return [a if b is None else b if a is None else max(a, b)
+            for a, b in zip(old, new, strict=True)]
+
+
+def _ordered_bound(input_max: Sequence[int | None]) -> int | None:
+    """``ordered()``'s ready bound after a batch: the least of the inputs' largest event times.
+
+    ``input_max`` is each input's largest event time over the batches so far, an input that
+    has ended counting as the largest event time (docs/transform.md). None until every input
+    has been seen; ``TS_MAX`` once all have ended.
+    """
+    if not input_max or any(t is None for t in input_max):
         return None
-    millis = round(watermark * 1000)
-    if millis <= 0:  # Spark's watermark before any input has sent a row: no bound yet
-        return None
-    # end-of-input rows carry EVENT_TIME_MAX; the 1 ms delay puts the watermark just below
-    return TS_MAX if millis >= EVENT_TIME_MAX - 1 else millis + 1
+    low = min(t for t in input_max if t is not None)
+    return TS_MAX if low >= EVENT_TIME_MAX else low
 
 
 def _epoch(text: str | None) -> float | None:

@@ -22,26 +22,26 @@ from spark_stream_sched.figures import (
     with_rates,
 )
 from spark_stream_sched.progress import batches, format_line, ordered_progress
+from spark_stream_sched.runtime.packets import EVENT_TIME_MAX
 
 
 def _operator(memory: int, sst: int) -> dict[str, Any]:
-    return {"operatorName": "transformWithStateInPandasExec", "memoryUsedBytes": memory,
+    return {"operatorName": "applyInPandasWithState", "memoryUsedBytes": memory,
             "numRowsDroppedByWatermark": 0, "customMetrics": {"rocksdbSstFileSize": sst}}
 
 
 ORDERED_PROGRESS: list[dict[str, Any]] = [
     {"id": "cd326c08", "name": None, "timestamp": "2026-12-02T10:08:04.406Z", "batchId": 0,
-     "numInputRows": 100008, "durationMs": {"triggerExecution": 15531},
-     "eventTime": {"max": "9999-12-31T23:59:59.999Z", "min": "2012-05-01T00:00:00.000Z",
-                   "watermark": "1970-01-01T00:00:00.000Z"},
+     "numInputRows": 100000, "durationMs": {"triggerExecution": 15531},
      "stateOperators": [_operator(8824, 1842573)],
-     "observedMetrics": {"ordered_agg_in": {"rows_in": 100000, "newest_ts": 1335830500200},
+     "observedMetrics": {"ordered_agg_in": {"rows_in": 100000, "newest_ts": 1335830500200,
+                                            "input_max": [1335830500200, None]},
                          "ordered_agg_out": {"windows_out": 0}}},
     {"id": "cd326c08", "name": None, "timestamp": "2026-12-02T10:08:19.965Z", "batchId": 1,
-     "numInputRows": 0, "durationMs": {"triggerExecution": 2105},
-     "eventTime": {"watermark": "9999-12-31T23:59:59.998Z"},
+     "numInputRows": 2, "durationMs": {"triggerExecution": 2105},
      "stateOperators": [_operator(1959216, 1850475)],
-     "observedMetrics": {"ordered_agg_in": {"rows_in": 0, "newest_ts": None},
+     "observedMetrics": {"ordered_agg_in": {"rows_in": 0, "newest_ts": None,
+                                            "input_max": [EVENT_TIME_MAX, EVENT_TIME_MAX]},
                          "ordered_agg_out": {"windows_out": 43000}}},
 ]
 
@@ -55,7 +55,8 @@ class _Progress(dict):  # type: ignore[type-arg]
 
 
 def test_ordered_figures_from_sparks_progress_json_and_objects() -> None:
-    """Rows in without the 8 end-of-input rows Spark counts; lag 0 once all finished."""
+    """Rows in without the 2 end-of-input rows Spark counts; no lag while an input has sent
+    nothing, lag 0 once all finished."""
     other = {**ORDERED_PROGRESS[0], "observedMetrics": {}}  # another query's progress
     as_objects = [_Progress(p) for p in ORDERED_PROGRESS]
     for progress in (ORDERED_PROGRESS, as_objects):
@@ -72,12 +73,15 @@ def test_ordered_figures_from_sparks_progress_json_and_objects() -> None:
 
 
 def test_an_ordered_bound_below_the_newest_event_time_is_the_lag() -> None:
-    """Spark's watermark W gives R = W + 1 ms; the lag is the newest event time minus R."""
-    progress = {**ORDERED_PROGRESS[1], "eventTime": {"watermark": "2012-05-01T00:00:10.000Z"},
-                "observedMetrics": {"ordered_agg_in": {"rows_in": 5, "newest_ts": 1335830415000},
-                                    "ordered_agg_out": {"windows_out": 1}}}
-    (figures,) = ordered_figures([progress])
-    assert figures["lag_ms"] == 1335830415000 - (1335830410000 + 1)
+    """R is the least of the inputs' largest event times so far; the lag is the newest minus R."""
+    progress = [{**ORDERED_PROGRESS[1], "observedMetrics": {
+        "ordered_agg_in": {"rows_in": 5, "newest_ts": ts, "input_max": seen},
+        "ordered_agg_out": {"windows_out": 1}}} for ts, seen in [
+            (1335830415000, [1335830415000, 1335830410000]),
+            (1335830412000, [None, 1335830412000])]]  # input 0 sent nothing in batch 2
+    first, second = ordered_figures(progress)
+    assert first["lag_ms"] == 1335830415000 - 1335830410000
+    assert second["lag_ms"] == 1335830415000 - 1335830412000
 
 
 def test_sink_markers_give_per_batch_drops_and_lag() -> None:

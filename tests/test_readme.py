@@ -19,6 +19,7 @@ the README still shows exactly those commands.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from spark_stream_sched.progress import ordered_progress
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -194,6 +197,11 @@ def test_the_sink_and_ordered_examples_give_the_source_s_windows(
     assert got.schema == source_example.schema
     assert got.equals(source_example)  # bit for bit, first() and float averages included
     check_report(door, root, demo)
+    if door == "ordered":  # Spark's progress carries the operator's state and the inputs' ends
+        saved = (root / RECORDED[door]).read_text().splitlines()
+        *_, last = ordered_progress([json.loads(line) for line in saved])
+        assert last["lag_ms"] == 0
+        assert last["state_bytes"] is not None
 
 
 @pytest.mark.slow

@@ -67,8 +67,10 @@ Record = dict[str, Any]
 #: Every engine, in the order of the tables.
 ENGINES = ("native", "native-minby", "ordered-agg", "ordered-agg-driver", "transform",
            "transform-keyed", "ordered-agg-sink", "ordered-agg-sink-unpartitioned", *FLOORS)
-#: The do-nothing ``transformWithStateInPandas`` floor of each transformation (same input).
-TWS_FLOORS = {"transform": "floor-tws", "transform-keyed": "floor-tws-keyed"}
+#: The do-nothing floor of each transformation's operator, ``applyInPandasWithState`` (same
+#: packed input).
+OPERATOR_FLOORS = {"transform": "floor-apply-in-pandas-with-state",
+                   "transform-keyed": "floor-apply-in-pandas-with-state-keyed"}
 #: ``(engine, workload, output directory, files per input per batch, floor) -> record``.
 RunEngine = Callable[[str, Workload, Path, int, Floor | None], Record]
 
@@ -114,7 +116,7 @@ def prepare(case: Case, rows: int, n_inputs: int, keys: int, seed: int, size: st
 
     dirs, tables = prepare_data(case.root, rows, n_inputs, keys, seed)
     end_dirs = (with_end_rows(dirs, case.root / "transform-input")
-                if {*TWS_FLOORS, *PACKED_FLOORS} & set(case.engines) else [])
+                if {*OPERATOR_FLOORS, *PACKED_FLOORS} & set(case.engines) else [])
     truth, oracle = truth_of(tables, parse_duration(size, "window"),
                              parse_duration(slide, "slide"))
     work = Workload(tuple(map(str, dirs)), tuple(map(str, end_dirs)), rows, keys, size, slide,
@@ -288,11 +290,11 @@ def sink_counters(records: Sequence[Record]) -> Record:
 def with_ratios(results: list[Record]) -> list[Record]:
     """Add each engine's median over native's and the floors' medians of the same case.
 
-    ``x_tws_floor``: a transformation's median over its :data:`TWS_FLOORS` floor's.
+    ``x_op_floor``: a transformation's median over its :data:`OPERATOR_FLOORS` floor's.
 
     CPU, the primary measure (wall time on shared cores spreads too much to compare): where a
     record has ``cpu_total_s`` (all processes, mean per run), ``cpu_per_m_rows_s`` is that per
-    million input rows and ``cpu_x_native``, ``cpu_x_minby``, ``cpu_x_tws_floor`` and
+    million input rows and ``cpu_x_native``, ``cpu_x_minby``, ``cpu_x_op_floor`` and
     ``cpu_x_python_floor`` divide it by native ``first()``'s, native ``min_by``'s, the
     transformation's floor's and ``floor-python``'s of the same case (a ratio below 1: cheaper).
 
@@ -307,14 +309,14 @@ def with_ratios(results: list[Record]) -> list[Record]:
     for r in results:
         if "seconds_median" not in r:  # not available here (run_case)
             continue
-        tws_floor = median.get(TWS_FLOORS.get(r["engine"], ""))
+        op_floor = median.get(OPERATOR_FLOORS.get(r["engine"], ""))
         if r["engine"] in SOURCE_SPLIT_ROWS and floor_driver is not None and "cpu_driver_s" in r:
             r["driver_marginal_per_m_rows_s"] = round(
                 (r["cpu_driver_s"] - floor_driver) / (r["rows"] / 1e6), 3)
         r.update(x_floor=ratio(r["seconds_median"], median.get("floor-precomputed")),
                  x_empty_floor=ratio(r["seconds_median"], median.get("floor-empty")),
                  x_python_floor=ratio(r["seconds_median"], median.get("floor-python")),
-                 x_tws_floor=ratio(r["seconds_median"], tws_floor),
+                 x_op_floor=ratio(r["seconds_median"], op_floor),
                  speedup_vs_native=ratio(median.get("native"), r["seconds_median"]),
                  speedup_vs_minby=ratio(median.get("native-minby"), r["seconds_median"]))
         if "cpu_total_s" in r:
@@ -322,7 +324,7 @@ def with_ratios(results: list[Record]) -> list[Record]:
             r.update(cpu_per_m_rows_s=round(own / (r["rows"] / 1e6), 3),
                      cpu_x_native=ratio(own, cpu.get("native")),
                      cpu_x_minby=ratio(own, cpu.get("native-minby")),
-                     cpu_x_tws_floor=ratio(own, cpu.get(TWS_FLOORS.get(r["engine"], ""))),
+                     cpu_x_op_floor=ratio(own, cpu.get(OPERATOR_FLOORS.get(r["engine"], ""))),
                      cpu_x_python_floor=ratio(own, cpu.get("floor-python")))
     return results
 

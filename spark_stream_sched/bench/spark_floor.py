@@ -22,17 +22,18 @@ queries as native's inputs, with the same batching), two floors read those input
   (:func:`count_rows`), into the ``noop`` sink. Every engine whose runtime is Python (the
   transformation and the sink) has to move each row across this boundary at least once, so
   ``floor-python`` is the least such an engine can take here;
-* ``floor-tws``: the transformation's own input (watermarked, unioned and packed by group,
+* ``floor-tws``: the transformation's own input (unioned and packed by group,
   :func:`~spark_stream_sched.spark.transform.packed_inputs`) through
-  ``transformWithStateInPandas`` (RocksDB, event time) with a processor that reads its rows and
+  ``transformWithStateInPandas`` (RocksDB, no timers) with a processor that reads its rows and
   keeps nothing (:class:`~.spark_floor_sources.DiscardingProcessor`), into the
-  ``noop`` sink: Spark's stateful machinery on its own; ``floor-tws-keyed`` the same for
-  transform-keyed's input;
+  ``noop`` sink: Spark's stateful machinery on its own;
 * ``floor-apply-in-pandas-with-state`` and ``floor-tws-row``: floor-tws's packed input, into
   the same sink, through Spark's other two stateful Python operators (RocksDB state store
-  too), each doing nothing the same way: ``applyInPandasWithState`` (append mode, no timeout)
-  with a function that reads its frames, emits nothing and never touches its group's state
-  (:func:`~.spark_floor_sources.discard_with_state`), and the row-based ``transformWithState``
+  too), each doing nothing the same way: ``applyInPandasWithState`` (append mode, no timeout;
+  the operator ``ordered()`` runs on) with a function that reads its frames, emits nothing and
+  never touches its group's state (:func:`~.spark_floor_sources.discard_with_state`;
+  ``floor-apply-in-pandas-with-state-keyed`` the same for transform-keyed's input), and the
+  row-based ``transformWithState``
   (pyspark >= 4.1) with :class:`~.spark_floor_sources.DiscardingRowProcessor`. Where the
   installed pyspark lacks an operator, :func:`~.spark_native.unavailable` says why and the engine is
   reported as not available instead of run.
@@ -50,8 +51,8 @@ import pyarrow as pa
 #: Floors that replay the source's precomputed micro-batches.
 SOURCE_FLOORS = ("floor-precomputed", "floor-empty")
 #: Floors of Spark's stateful operators on the transformation's packed input (end rows too).
-PACKED_FLOORS = ("floor-tws", "floor-tws-keyed", "floor-apply-in-pandas-with-state",
-                 "floor-tws-row")
+PACKED_FLOORS = ("floor-tws", "floor-apply-in-pandas-with-state",
+                 "floor-apply-in-pandas-with-state-keyed", "floor-tws-row")
 #: Floors that read the file streams of native, the transformation and the sink.
 INPUT_FLOORS = ("floor-input", "floor-python", *PACKED_FLOORS)
 #: Engines of the floors, as named in the results.

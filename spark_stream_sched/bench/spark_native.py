@@ -31,10 +31,11 @@ Every engine reads the same generated smart-grid files (default 2 M rows, 8 inpu
   by Spark into the ``noop`` sink, or handed to a Python ``mapInArrow`` that only counts them
   (:mod:`.spark_floor`): the least an engine reading Spark's inputs, or one running Python on
   them, can take; **floor-tws**: the transformation's packed input through
-  ``transformWithStateInPandas`` with a processor that does nothing; **floor-tws-keyed** the
-  same for transform-keyed's input (every column, the integer sequence);
+  ``transformWithStateInPandas`` with a processor that does nothing;
   **floor-apply-in-pandas-with-state** / **floor-tws-row**: floor-tws's packed input through
-  ``applyInPandasWithState`` or the row-based ``transformWithState``, doing nothing alike.
+  ``applyInPandasWithState`` (``ordered()``'s operator) or the row-based
+  ``transformWithState``, doing nothing alike; **floor-apply-in-pandas-with-state-keyed**: the
+  first for transform-keyed's input (every column, the integer sequence).
 
 This module holds the queries; :mod:`.spark_bench` runs the cases (the engines that scale also
 on ``local[1]``, ``local[2]`` and a cluster, projected by :mod:`.spark_model`), :mod:`.spark_cli`
@@ -123,7 +124,7 @@ def _run_engine(spark: Any, engine: str, work: Workload, out: Path, files: int,
     if engine in ("ordered-agg-sink", "ordered-agg-sink-unpartitioned"):
         return run_sink(spark, work, out, files, partitioned=engine == "ordered-agg-sink")
     if engine in STATEFUL_FLOORS:
-        return run_tws_floor(spark, work, out, files, keyed=engine == "floor-tws-keyed",
+        return run_op_floor(spark, work, out, files, keyed=engine.endswith("-keyed"),
                              operator=STATEFUL_FLOORS[engine])
     if engine in INPUT_FLOORS:
         return run_input_floor(spark, work, out, files, python=engine == "floor-python")
@@ -238,18 +239,19 @@ def run_transform(spark: Any, work: Workload, out: Path, files: int,
 
 #: The stateful operator each floor of :data:`~.spark_floor.PACKED_FLOORS` runs.
 STATEFUL_FLOORS = {"floor-tws": "transformWithStateInPandas",
-                   "floor-tws-keyed": "transformWithStateInPandas",
                    "floor-apply-in-pandas-with-state": "applyInPandasWithState",
+                   "floor-apply-in-pandas-with-state-keyed": "applyInPandasWithState",
                    "floor-tws-row": "transformWithState"}
 
 
-def run_tws_floor(spark: Any, work: Workload, out: Path, files: int,
+def run_op_floor(spark: Any, work: Workload, out: Path, files: int,
                   keyed: bool = False, operator: str = "transformWithStateInPandas") -> Record:
     """The transformation's packed input through a Spark stateful operator doing nothing.
 
-    ``operator`` (a value of :data:`STATEFUL_FLOORS`): ``transformWithStateInPandas`` (event
-    time) with :class:`~.spark_floor_sources.DiscardingProcessor`, ``transformWithState``
-    (rows, event time) with :class:`~.spark_floor_sources.DiscardingRowProcessor`, or
+    ``operator`` (a value of :data:`STATEFUL_FLOORS`): ``transformWithStateInPandas`` (no
+    timers, as ``ordered()``) with :class:`~.spark_floor_sources.DiscardingProcessor`,
+    ``transformWithState`` (rows, no timers) with
+    :class:`~.spark_floor_sources.DiscardingRowProcessor`, or
     ``applyInPandasWithState`` (append, no timeout) with
     :func:`~.spark_floor_sources.discard_with_state`. None of them touches its state; all
     keep it in the RocksDB state store ``configure`` sets. Every one writes to the ``noop``
@@ -278,10 +280,10 @@ def run_tws_floor(spark: Any, work: Workload, out: Path, files: int,
                 "append", GroupStateTimeout.NoTimeout)
         elif operator == "transformWithState":
             frame = grouped.transformWithState(DiscardingRowProcessor(), nothing, "Append",
-                                               "EventTime")
+                                               "None")
         elif operator == "transformWithStateInPandas":
             frame = grouped.transformWithStateInPandas(DiscardingProcessor(), nothing, "Append",
-                                                       "EventTime")
+                                                       "None")
         else:
             raise ConfigError(f"stateful floor operator {operator!r}: choose from "
                               f"{', '.join(sorted(set(STATEFUL_FLOORS.values())))}")

@@ -9,11 +9,11 @@ Record = dict[str, Any]
 
 TIMES = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
          ("cpu_per_m_rows_s", "cpu s/M rows"), ("cpu_x_native", "cpu x first()"),
-         ("cpu_x_minby", "cpu x min_by"), ("cpu_x_tws_floor", "cpu x tws floor"),
+         ("cpu_x_minby", "cpu x min_by"), ("cpu_x_op_floor", "cpu x op floor"),
          ("cpu_x_python_floor", "cpu x python floor"), ("seconds_median", "wall median s"),
          ("x_floor", "x floor"),
          ("x_empty_floor", "x empty floor"), ("x_python_floor", "x python floor"),
-         ("x_tws_floor", "x tws floor"),
+         ("x_op_floor", "x op floor"),
          ("speedup_vs_native", "native/this"), ("speedup_vs_minby", "minby/this"),
          ("matches_truth", "= truth"), ("emitted_match_truth", "emitted = truth"),
          ("identical_over_runs", "same over runs"),
@@ -26,7 +26,7 @@ TIMES = (("case", "case"), ("engine", "engine"), ("micro_batches", "batches"),
 CPU_FIRST = ("cpu s/M rows = CPU seconds of all processes (Spark's JVM, its Python workers, the "
              "driver's Python; mean of the timed runs) per million input rows, the measure to "
              "compare (wall time on shared cores spreads too much); cpu x first() / x min_by / x "
-             "tws floor / x python floor = this engine's CPU over native first()'s, native "
+             "op floor / x python floor = this engine's CPU over native first()'s, native "
              "min_by's, its floor's and floor-python's (below 1: cheaper); wall median s beside "
              "it:")
 CPU = (("engine", "engine"), ("cpu_total_s", "all s"), ("cpu_tasks_s", "tasks py s"),
@@ -127,11 +127,11 @@ def _workload(results: Sequence[Record]) -> str:
             f"{r['oracle']}; long case: the source's default AvailableNow sizing; x floor = "
             f"median / floor-precomputed median of the same case (the source's floor); x "
             f"python floor = median / floor-python median (the rows handed to Python, the "
-            f"transformation's and the sink's floor); x tws floor = a transformation's median "
-            f"/ its do-nothing transformWithStateInPandas floor's (floor-tws, floor-tws-keyed: "
-            f"the same packed input); floor-apply-in-pandas-with-state and floor-tws-row: "
-            f"floor-tws's packed input through applyInPandasWithState and the row-based "
-            f"transformWithState, doing nothing and touching no state alike (RocksDB); "
+            f"transformation's and the sink's floor); x op floor = a transformation's median "
+            f"/ its operator's do-nothing floor's (applyInPandasWithState: "
+            f"floor-apply-in-pandas-with-state, -keyed: the same packed input); floor-tws and "
+            f"floor-tws-row: that packed input through transformWithStateInPandas and the "
+            f"row-based transformWithState, doing nothing and touching no state alike (RocksDB); "
             f"native/this = native median / median; "
             f"minby/this = native-minby median / median (native with min_by over Spark's file "
             f"positions: the correct native first value); emitted = truth: every window "

@@ -38,13 +38,10 @@ QUIET_SETTINGS: tuple[tuple[str, str], ...] = (
 WORKER_SITE = Path(__file__).resolve().parent / "worker_site"
 
 
-#: What ordered() needs: the state store transformWithStateInPandas requires, and the minimum
-#: over the inputs' watermarks (Spark's default, set explicitly).
+#: What ordered() needs: the state store transformWithStateInPandas requires.
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER_CONF, POLICY_CONF = ("spark.sql.streaming.stateStore.providerClass",
-                              "spark.sql.streaming.multipleWatermarkPolicy")
-ORDERED_SETTINGS: tuple[tuple[str, str], ...] = ((PROVIDER_CONF, ROCKSDB_PROVIDER),
-                                                 (POLICY_CONF, "min"))
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+ORDERED_SETTINGS: tuple[tuple[str, str], ...] = ((PROVIDER_CONF, ROCKSDB_PROVIDER),)
 PYTHON_CONFS = ("spark.pyspark.python", "spark.pyspark.driver.python")
 
 
@@ -108,11 +105,10 @@ def configure(target: Any) -> Any:
     and ``spark.pyspark.python`` / ``spark.pyspark.driver.python`` for the executors, all
     ``sys.executable`` -- unless ``PYSPARK_PYTHON`` is set, the builder names a Python
     already, or ``spark-submit`` started this process (its settings are kept); and what
-    ``ordered()`` needs: the RocksDB state store and ``multipleWatermarkPolicy=min``. Nothing
-    else changes. Returns the builder, so
+    ``ordered()`` needs: the RocksDB state store. Nothing else changes. Returns the builder, so
     ``configure(SparkSession.builder.appName("job")).getOrCreate()`` reads as one line.
 
-    On a session: the two ``ordered()`` settings (they apply to queries started afterwards),
+    On a session: the ``ordered()`` setting (it applies to queries started afterwards),
     then :func:`check_workers_python`. Returns the session.
 
     Notes

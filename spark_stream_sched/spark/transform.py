@@ -2,32 +2,29 @@
 
 ``ordered([df0, df1], sequence="offset", keys=["meter"]).window("10 s").agg("count(*) as n")``
 is a streaming DataFrame for any sink (docs/transform.md). The inputs are tagged with their id,
-watermarked, unioned, given a partition-group column (the runtime's stable key hash) and grouped
-by it into ``transformWithStateInPandas`` with
+unioned, packed by partition group (the runtime's stable key hash) and grouped by it into
+``applyInPandasWithState`` with
 :class:`~spark_stream_sched.spark.transform_processor.OrderedProcessor`, state in RocksDB.
 
-Why Spark's watermark carries the ready bound exactly
------------------------------------------------------
-Input ``j`` is watermarked on its event time with a delay of **1 ms**, and the query's global
-watermark takes the minimum over inputs (``multipleWatermarkPolicy=min``). Spark computes the
-watermark a batch runs with from the rows of *earlier* batches and holds 0 for an input that has
-sent nothing, so in batch ``N`` the operator sees ``W = min_j latest_j - 1`` over batches ``< N``
-(or 0), i.e. ``R = W + 1`` (:func:`~.transform_processor.ready_bound_from_watermark`). Then:
+Where the ready bound comes from
+--------------------------------
+Spark's watermark is not used. Each input is one partition per micro-batch, and
+:func:`~spark_stream_sched.runtime.engine.packing.pack` sends that partition's order summary
+(per input: its largest event time, its first row, its first out-of-order row, whether it held
+the input's end-of-input row) to *every* partition group, with or without rows for it. Each
+group keeps every input's largest event time so far, ``seen_j``, in its state, so in every
+micro-batch with data every group computes the same ``R = min_j seen_j``
+(:func:`~spark_stream_sched.runtime.engine.sequence_order.ready_bound_from_seen`). Then:
 
-* *no row is released early*: a row is released only when ``ts < R``; ``R`` is the ready bound of
-  the rows seen so far, and every later row of input ``j`` has ``ts >= latest_j >= R``
-  (inputs are ordered by ``ts``), so nothing can still arrive before a released row;
-* *nothing on time is dropped*: Spark drops a row as late when ``ts <= W`` of a batch; a row of
-  input ``j`` that arrives in batch ``N`` has ``ts >= latest_j >= R = W + 1 > W``. The 1 ms delay
-  is what makes ties at ``R`` (which the contract says are on time) survive Spark's ``<=``;
-* *nothing waits forever*: a group holding rows or open windows keeps an event-time timer at
-  ``W + 1``; Spark runs another (possibly empty) batch whenever the watermark rises, and the
-  timer fires in it.
+* *no row is released early*: a row is released only when ``ts < R``, and every later row of
+  input ``j`` has ``ts >= seen_j >= R`` (a lower one is out of order: refused or dropped by
+  name), so nothing can still arrive before a released row;
+* *nothing waits forever*: ``R`` changes only when some input sends rows (or its end), and then
+  every group runs in that same micro-batch, because every group receives the summaries.
 
-The bound lags by one batch (Spark's watermark comes from earlier batches); that delays output,
-never changes it. End of input: a row whose ``end_of_input`` column is true declares its input
-finished (its watermark becomes 9999-12-31, the largest event time); when every input has
-finished, everything is released and every window is emitted.
+End of input: a row whose ``end_of_input`` column is true declares its input finished (its
+``seen_j`` becomes the largest event time, and a later row of it is refused); when every input
+has finished, everything is released and every window is emitted.
 """
 
 from __future__ import annotations
@@ -52,13 +49,12 @@ from spark_stream_sched.runtime.query.spec import (
 from spark_stream_sched.runtime.window.aggregator import BOUND_COLUMNS, SPARK_TIMESTAMP
 from spark_stream_sched.spark.compat import arrow_schema
 from spark_stream_sched.spark.embedded import (
-    POLICY_CONF,
     PROVIDER_CONF,
     ROCKSDB_PROVIDER,
     check_workers_python,
     configure,
 )
-from spark_stream_sched.spark.transform_processor import OrderedProcessor
+from spark_stream_sched.spark.transform_processor import STATE_SCHEMA, OrderedProcessor
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,9 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["OrderedStreams", "WindowedStreams", "configure", "ordered", "packed_inputs"]
 
 #: Internal columns (Spark renames names starting with ``__`` in the pandas frames).
-INPUT, END, WATERMARK = "_sss_input", "_sss_end", "_sss_watermark"
-#: Delay of every input's watermark: 1 ms, so that ``R = W + 1`` (module doc).
-WATERMARK_DELAY = "1 millisecond"
+INPUT, END = "_sss_input", "_sss_end"
 
 
 def ordered(inputs: Sequence[DataFrame], *, sequence: str, timestamp: str = "ts",
@@ -177,17 +171,19 @@ class WindowedStreams:
 
 
 def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
-    """Tag, watermark, union, pack by group, transform, unpack (module doc, transform_wire)."""
+    """Tag, union, pack by group, transform, unpack (module doc, transform_wire)."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     packed, arrow_in = packed_inputs(s, spec)
     ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
     arrow_out = _output_schema(spec, arrow_in, ts_is_timestamp)
     processor = OrderedProcessor(spec, arrow_in, arrow_out, s.sequence, ts_is_timestamp)
-    results = packed.groupBy(GROUP).transformWithStateInPandas(
-        processor, StructType([StructField(RESULTS, BinaryType())]), "Append", "EventTime")
+    results = packed.groupBy(GROUP).applyInPandasWithState(
+        processor, StructType([StructField(RESULTS, BinaryType())]), STATE_SCHEMA, "append",
+        GroupStateTimeout.NoTimeout)
     out_struct = StructType([StructField(f.name, from_arrow_type(f.type)) for f in arrow_out])
     windows = results.mapInArrow(functools.partial(unpack, schema=arrow_schema(out_struct)),
                                  out_struct)
@@ -195,7 +191,7 @@ def _build(s: OrderedStreams, spec: QuerySpec) -> DataFrame:
 
 
 def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Schema]:
-    """The inputs tagged, watermarked, unioned and packed by group, before the operator.
+    """The inputs tagged, unioned and packed by group, before the operator.
 
     Returns the packed DataFrame (``_sss_rows``, ``_sss_group``) and the Arrow schema of the
     payload rows it carries. Checks the inputs and the session (ConfigError). Called on the
@@ -208,18 +204,20 @@ def packed_inputs(s: OrderedStreams, spec: QuerySpec) -> tuple[DataFrame, pa.Sch
     _check_session(s.inputs[0].sparkSession)
     arrow_in = arrow_schema(payload)
     ts_is_timestamp = pa.types.is_timestamp(arrow_in.field(s.timestamp).type)
-    tagged = [_tagged(df, j, s, ts_is_timestamp) for j, df in enumerate(s.inputs)]
+    tagged = [_tagged(df, j) for j, df in enumerate(s.inputs)]
     merged = functools.reduce(lambda a, b: a.unionByName(b), tagged)
     end = F.lit(False) if s.end_of_input is None else F.coalesce(F.col(s.end_of_input),
                                                                   F.lit(False))
-    # End-of-input rows reach pack(), which drops them: a filter here would be pushed below
-    # the watermark and hide them from it.
+    # End-of-input rows reach pack(), which marks their inputs as ended and drops them.
     rows = merged.select(*payload.fieldNames(), F.col(INPUT), end.alias(END))
     # The batch's figures in Spark's progress (progress.observedMetrics; docs/monitoring.md).
     ts_ms = F.unix_millis(F.col(s.timestamp)) if ts_is_timestamp else F.col(s.timestamp)
     data = ~F.col(END)
+    seen = F.when(F.col(END), F.lit(EVENT_TIME_MAX)).otherwise(ts_ms)
     rows = rows.observe(OBSERVED_IN, F.count(F.when(data, 1)).alias("rows_in"),
-                        F.max(F.when(data, ts_ms)).alias("newest_ts"))
+                        F.max(F.when(data, ts_ms)).alias("newest_ts"),
+                        F.array(*[F.max(F.when(F.col(INPUT) == j, seen))
+                                  for j in range(len(s.inputs))]).alias("input_max"))
     packed = rows.mapInArrow(
         functools.partial(pack, payload=arrow_in, keys=s.keys, n_groups=s.partition_groups,
                           input_column=INPUT, end_column=END, timestamp=s.timestamp,
@@ -278,20 +276,18 @@ def _check_columns(s: OrderedStreams, types: dict[str, Any]) -> None:
     ntz = [n for n, t in types.items() if isinstance(t, T.TimestampNTZType)]
     if ntz:
         raise ConfigError(f"columns {ntz} are timestamp_ntz; cast them to timestamp (UTC)")
-    clash = {INPUT, END, GROUP, WATERMARK, ROWS, ORDER, RESULTS} & set(types)
+    clash = {INPUT, END, GROUP, ROWS, ORDER, RESULTS} & set(types)
     if clash:
         raise ConfigError(f"column names {sorted(clash)} are reserved by ordered()")
 
 
 def _check_session(spark: SparkSession) -> None:
-    """RocksDB, the min watermark policy, workers that import the package (ConfigError)."""
+    """The RocksDB state store, workers that import the package (ConfigError)."""
     provider = spark.conf.get(PROVIDER_CONF, None) or ""
-    policy = (spark.conf.get(POLICY_CONF, None) or "min").lower()
-    if provider != ROCKSDB_PROVIDER or policy != "min":
+    if provider != ROCKSDB_PROVIDER:
         raise ConfigError(
-            f"ordered() runs in transformWithStateInPandas, which needs {PROVIDER_CONF}="
-            f"{ROCKSDB_PROVIDER} (now {provider or 'unset'}), and the ready bound needs "
-            f"{POLICY_CONF}=min (now {policy}); call "
+            f"ordered() keeps its state in Spark's state store and needs {PROVIDER_CONF}="
+            f"{ROCKSDB_PROVIDER} (now {provider or 'unset'}); call "
             f"spark_stream_sched.spark.transform.configure(spark) before defining the query")
     check_workers_python(spark)
 
@@ -308,15 +304,12 @@ def _output_schema(spec: QuerySpec, arrow_in: pa.Schema, ts_is_timestamp: bool) 
     return schema
 
 
-def _tagged(df: DataFrame, j: int, s: OrderedStreams, ts_is_timestamp: bool) -> DataFrame:
-    """Input ``j`` with its id and its watermark (end-of-input rows: the largest event time)."""
+def _tagged(df: DataFrame, j: int) -> DataFrame:
+    """Input ``j`` with its id, in one partition per micro-batch.
+
+    pack() checks the input's rows along the sequence there, all of them together, and sums
+    them up for every group (runtime/engine/sequence_order.py).
+    """
     from pyspark.sql import functions as F  # noqa: N812
 
-    ts = F.col(s.timestamp) if ts_is_timestamp else F.timestamp_millis(F.col(s.timestamp))
-    if s.end_of_input is not None:
-        ts = F.when(F.coalesce(F.col(s.end_of_input), F.lit(False)),
-                    F.timestamp_millis(F.lit(EVENT_TIME_MAX))).otherwise(ts)
-    # One partition per input and micro-batch: pack() checks the input's rows along the
-    # sequence there, all of them together (runtime/engine/sequence_order.py).
-    return (df.withColumn(WATERMARK, ts).withWatermark(WATERMARK, WATERMARK_DELAY)
-            .withColumn(INPUT, F.lit(j).cast("int")).coalesce(1))
+    return df.withColumn(INPUT, F.lit(j).cast("int")).coalesce(1)

@@ -102,14 +102,15 @@ def test_cpu_per_million_rows_and_its_ratios_to_native_and_the_floors() -> None:
          "cpu_total_s": cpu, "inputs": 2, "keys": 3, "window": "30 s", "slide": "3 s",
          "batching_a": 4, "batching_b": 1, "runs": 3, "warmup": 1, "oracle": "reference"}
         for e, cpu in [("native", 13.0), ("native-minby", 39.0), ("transform", 26.0),
-                       ("floor-tws", 13.0), ("floor-python", 8.0), ("ordered-agg", 6.5)]])
+                       ("floor-apply-in-pandas-with-state", 13.0), ("floor-python", 8.0),
+                       ("ordered-agg", 6.5)]])
     by = {r["engine"]: r for r in rows}
     assert by["transform"]["cpu_per_m_rows_s"] == 13.0
     assert (by["transform"]["cpu_x_native"], by["transform"]["cpu_x_minby"]) == (2.0, 0.67)
-    assert by["transform"]["cpu_x_tws_floor"] == 2.0
+    assert by["transform"]["cpu_x_op_floor"] == 2.0
     assert by["transform"]["cpu_x_python_floor"] == 3.25
     assert by["ordered-agg"]["cpu_x_native"] == 0.5
-    assert by["ordered-agg"]["cpu_x_tws_floor"] is None  # the source has no such floor
+    assert by["ordered-agg"]["cpu_x_op_floor"] is None  # the source has no such floor
     text = format_results(rows)
     header = text.splitlines()[2]
     assert "cpu s/M rows" in header

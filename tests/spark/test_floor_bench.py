@@ -65,6 +65,4 @@ def test_the_stateful_floors_read_every_row_of_the_same_packed_input(spark, tmp_
         assert by[engine]["rows_read"] == [4_000], engine
         assert by[engine]["windows_emitted"] == 0, engine
         assert by[engine]["matches_truth"] is None, engine
-        # (not the same micro-batches: transformWithState's event-time mode adds a no-data
-        # batch when the watermark moves, applyInPandasWithState without a timeout does not)
         assert by[engine]["cpu_tasks_s"] > 0, engine  # the rows reached Python

@@ -18,12 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_stream_sched.runtime.engine.value_state import ready_bound_from_watermark
-from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, TS_MAX
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.window.spec import WindowSpec
 from spark_stream_sched.spark.transform import configure, ordered
-from spark_stream_sched.spark.transform_processor import STATE_NAME, from_ipc
+from spark_stream_sched.spark.transform_processor import from_ipc
 from spark_stream_sched.testing.pipeline_reference import reference_pipeline
 from spark_stream_sched.testing.reference import reference_aggregate
 
@@ -161,14 +159,14 @@ def test_without_end_marker_exactly_the_closed_windows(spark: Any, tmp_path: Any
     assert_matches_oracle(actual, expected)
 
     metadata = spark.read.format("state-metadata").load(checkpoint).collect()
-    assert [r.operatorName for r in metadata] == ["transformWithStateInPandasExec"]
-    state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
-    rows = state.collect()
-    groups = {r.key[0] for r in rows}
+    assert [r.operatorName for r in metadata] == ["applyInPandasWithState"]
+    state = spark.read.format("statestore").load(checkpoint)
+    rows = [(r.key[0], r.value.groupState) for r in state.collect()]
+    groups = {group for group, _ in rows}
     assert groups <= set(range(16))
     assert len(groups) > 1
-    assert all(r.value.pending is not None and r.value.operator for r in rows)
-    assert sum(from_ipc(bytes(r.value.pending)).num_rows for r in rows) > 0  # not yet ready
+    assert all(v.pending is not None and v.operator for _, v in rows)
+    assert sum(from_ipc(bytes(v.pending)).num_rows for _, v in rows) > 0  # not yet ready
 
 
 def test_a_window_query_keeps_only_the_columns_it_reads(spark: Any, tmp_path: Any) -> None:
@@ -192,23 +190,13 @@ def test_a_window_query_keeps_only_the_columns_it_reads(spark: Any, tmp_path: An
                 if r["window_end"] <= bound]
     assert len(expected) > 0
     assert_matches_oracle([r for b in batches for r in b], expected)
-    state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
-    pending = [from_ipc(bytes(r.value.pending)) for r in state.collect()]
+    state = spark.read.format("statestore").load(checkpoint)
+    pending = [from_ipc(bytes(r.value.groupState.pending)) for r in state.collect()]
     assert sum(t.num_rows for t in pending) > 0
     # the payload the windows read and the input id; the position ``__seq`` is ``pos`` again
     # when loaded, so it is not stored twice
     assert {tuple(t.schema.names) for t in pending} == {("ts", "meter", "value", "pos",
                                                          "__input")}
-
-
-def test_ready_bound_from_watermark() -> None:
-    """``R = W + 1``; ``W <= 0`` is Spark's "nothing seen"; end rows on every input: +inf."""
-    assert ready_bound_from_watermark(0) is None
-    assert ready_bound_from_watermark(-1) is None
-    assert ready_bound_from_watermark(1) == 2
-    assert ready_bound_from_watermark(1_700_000_000_999) == 1_700_000_001_000
-    assert ready_bound_from_watermark(EVENT_TIME_MAX - 2) == EVENT_TIME_MAX - 1
-    assert ready_bound_from_watermark(EVENT_TIME_MAX - 1) == TS_MAX
 
 
 SESSION_AGGREGATES = ("count(*) as n", "first(value) as first_v", "last(value) as last_v",

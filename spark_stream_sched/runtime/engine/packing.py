@@ -33,6 +33,7 @@ from spark_stream_sched.runtime.engine.sequence_order import (
     SUMMARY_SCHEMA,
     order_marks,
     summaries_table,
+    with_ends,
 )
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 
@@ -99,7 +100,8 @@ def pack(batches: Iterable[pa.RecordBatch], payload: pa.Schema, keys: Sequence[s
     input are markers, not data, and are dropped here (after Spark's watermark saw them).
     ``rows`` holds a group's rows as ``payload`` + ``__input`` (int32) + ``__before`` (the
     largest earlier event time of their input along ``sequence``), in their order;
-    ``order``, sent to each of the ``n_groups`` groups, the partition's per-input summaries.
+    ``order``, sent to each of the ``n_groups`` groups, the partition's per-input summaries
+    (with each input whose end-of-input marker it held, :func:`~.sequence_order.with_ends`).
     """
     names = payload.names
     tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
@@ -107,14 +109,14 @@ def pack(batches: Iterable[pa.RecordBatch], payload: pa.Schema, keys: Sequence[s
         return
     batch = pa.concat_tables(tables)
     ends = batch.column(end_column)
-    data = batch.filter(pc.invert(ends)) if pc.any(ends).as_py() else batch
-    if data.num_rows == 0:
-        return
+    ended = set(pc.unique(batch.filter(ends).column(input_column)).to_pylist())
+    data = batch.filter(pc.invert(ends)) if ended else batch
     rows = pa.Table.from_arrays(
         [data.column(n).cast(payload.field(n).type) for n in names]
         + [data.column(input_column).cast(pa.int32())], names=[*names, INPUT_COL])
     marked, summaries = order_marks(rows, timestamp, sequence)
-    parts = split_by_group(marked, group_of_rows(marked, keys, n_groups))
+    summaries = with_ends(summaries, ended)
+    parts = split_by_group(marked, group_of_rows(marked, keys, n_groups)) if rows.num_rows else []
     order = to_ipc(summaries_table(summaries))
     blobs = [to_ipc(t) for _, t in parts]
     yield pa.RecordBatch.from_arrays(

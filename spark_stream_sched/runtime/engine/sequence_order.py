@@ -38,10 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import InputError, StateError
-from spark_stream_sched.runtime.packets import INPUT_COL, event_times
+from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, INPUT_COL, TS_MAX, event_times
 
-__all__ = ["BEFORE_COL", "NOTHING_SEEN", "BatchOrder", "order_marks", "seen_after",
-           "sequence_check"]
+__all__ = ["BEFORE_COL", "NOTHING_SEEN", "BatchOrder", "order_marks", "ready_bound_from_seen",
+           "seen_after", "sequence_check"]
 
 #: Column of each row's largest earlier event time in its micro-batch (``NOTHING_SEEN``: none).
 BEFORE_COL = "__before"
@@ -50,25 +50,28 @@ NOTHING_SEEN = int(np.iinfo(np.int64).min)
 SUMMARY_SCHEMA = pa.schema([
     ("input", pa.int32()), ("newest", pa.int64()), ("first_seq", pa.string()),
     ("first_ts", pa.int64()), ("bad_seq", pa.string()), ("bad_ts", pa.int64()),
-    ("bad_before", pa.int64())])
+    ("bad_before", pa.int64()), ("ended", pa.bool_())])
 
 
 @dataclass(frozen=True)
 class BatchOrder:
     """One input's rows of one micro-batch along the sequence.
 
-    ``newest``: their largest event time (ms); ``first_*``: the first row's sequence value
-    (``repr``) and event time; ``bad_*``: the first row below the largest event time before it
-    in the batch, with that time (``None`` when the batch's rows are sorted).
+    ``newest``: their largest event time (ms; ``NOTHING_SEEN`` when the batch held only the
+    end-of-input marker); ``first_*``: the first row's sequence value (``repr``) and event time
+    (``None`` without rows); ``bad_*``: the first row below the largest event time before it
+    in the batch, with that time (``None`` when the batch's rows are sorted); ``ended``: the
+    batch held the input's end-of-input marker.
     """
 
     input_id: int
     newest: int
-    first_seq: str
-    first_ts: int
+    first_seq: str | None
+    first_ts: int | None
     bad_seq: str | None = None
     bad_ts: int | None = None
     bad_before: int | None = None
+    ended: bool = False
 
 
 def order_marks(rows: pa.Table, timestamp: str, sequence: str
@@ -103,6 +106,18 @@ def order_marks(rows: pa.Table, timestamp: str, sequence: str
     return rows.append_column(BEFORE_COL, pa.array(before, pa.int64())), summaries
 
 
+def with_ends(summaries: Sequence[BatchOrder], ended: set[int]) -> list[BatchOrder]:
+    """``summaries`` with the inputs in ``ended`` marked as ended, ordered by input.
+
+    An input whose batch held only its end-of-input marker gets a summary of its own.
+    """
+    by_input = {s.input_id: s for s in summaries}
+    for j in ended:
+        by_input[j] = replace(by_input.get(j, BatchOrder(j, NOTHING_SEEN, None, None)),
+                              ended=True)
+    return [by_input[j] for j in sorted(by_input)]
+
+
 def summaries_table(summaries: Sequence[BatchOrder]) -> pa.Table:
     """The summaries as an Arrow table (what :func:`~.packing.pack` sends to every group)."""
     rows = [{"input": s.input_id, **{k: v for k, v in vars(s).items() if k != "input_id"}}
@@ -112,6 +127,9 @@ def summaries_table(summaries: Sequence[BatchOrder]) -> pa.Table:
 
 def seen_after(seen: np.ndarray, summaries: pa.Table) -> np.ndarray:
     """Each input's largest event time over earlier batches and this one's ``summaries``.
+
+    An input whose end-of-input marker was seen gets :data:`~..packets.EVENT_TIME_MAX`: every
+    later row of it is out of order.
 
     Raises
     ------
@@ -126,7 +144,22 @@ def seen_after(seen: np.ndarray, summaries: pa.Table) -> np.ndarray:
                          "(ordered() coalesces each input); report this as a bug")
     out: np.ndarray = seen.copy()
     np.maximum.at(out, inputs, summaries.column("newest").to_numpy())
+    ended = inputs[summaries.column("ended").to_numpy(zero_copy_only=False)]
+    out[ended] = EVENT_TIME_MAX
     return out
+
+
+def ready_bound_from_seen(seen: np.ndarray) -> int | None:
+    """The ready bound ``R`` of rows whose inputs' largest event times are ``seen``.
+
+    ``R = min_j seen_j``: every later row of input ``j`` has ``ts >= seen_j`` (later rows below
+    it are out of order), so no row below ``R`` can still arrive. None while some input has
+    sent nothing; :data:`~..packets.TS_MAX` (everything ready) once every input has ended.
+    """
+    low = int(seen.min())
+    if low == NOTHING_SEEN:
+        return None
+    return TS_MAX if low >= EVENT_TIME_MAX else low
 
 
 def sequence_check(rows: pa.Table, seen: np.ndarray, summaries: pa.Table, timestamp: str,
@@ -164,12 +197,18 @@ def first_out_of_order(seen: np.ndarray, summaries: pa.Table, sequence: str) -> 
     """
     for s in sorted(summaries.to_pylist(), key=lambda s: int(s["input"])):
         earlier = int(seen[s["input"]])
+        if s["first_ts"] is None:
+            continue
         if s["first_ts"] < earlier:
             seq, ts = s["first_seq"], s["first_ts"]
         elif s["bad_seq"] is not None:
             seq, ts, earlier = s["bad_seq"], s["bad_ts"], s["bad_before"]
         else:
             continue
+        if earlier >= EVENT_TIME_MAX:
+            raise InputError(
+                f"ordered(): input {s['input']} sent a row after its end-of-input marker "
+                f"({sequence} {seq}, ts {ts}); an input's end_of_input row must be its last")
         raise InputError(
             f"ordered(): input {s['input']} is out of order along {sequence!r}: {sequence} "
             f"{seq} has ts {ts} after ts {earlier} earlier in the input; sort the input by "

@@ -5,8 +5,7 @@
 ``get``, ``update``, ``clear``); the adapter hands it Spark's slot, whose schema
 (``STATE_SCHEMA`` in :mod:`spark_stream_sched.spark.transform_processor`) is the tuple it
 stores: pending rows (Arrow IPC), operator snapshot, last ready bound, the writing query's
-fingerprint, each input's largest event time so far. Also here: the ready bound of Spark's
-watermark, which every group's step starts from.
+fingerprint, each input's largest event time so far.
 """
 
 from __future__ import annotations
@@ -20,12 +19,10 @@ import pyarrow as pa
 from spark_stream_sched.errors import StateError
 from spark_stream_sched.runtime.engine.packing import pending_from_ipc, pending_to_ipc
 from spark_stream_sched.runtime.engine.sequence_order import NOTHING_SEEN
-from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, TS_MAX
 from spark_stream_sched.runtime.query.spec import QuerySpec
 from spark_stream_sched.runtime.state.store import GroupState
 
-__all__ = ["OUT_OF_ORDER", "PENDING_COMPRESSION", "ValueStateStore",
-           "ready_bound_from_watermark"]
+__all__ = ["OUT_OF_ORDER", "PENDING_COMPRESSION", "ValueStateStore"]
 
 #: Compression of the pending rows in the state value. pyspark 4.3's state client moves a
 #: value between the JVM and Python as a pickle, and the JVM pickles ``binary`` byte by byte:
@@ -39,21 +36,6 @@ OUT_OF_ORDER = ("input {input} is out of order at {column}={position!r}: ts {ts}
                 "higher ts; sort the input by event time or use out_of_order='drop'")
 
 
-def ready_bound_from_watermark(watermark_ms: int) -> int | None:
-    """``R`` from Spark's global watermark ``W`` (every input watermarked with 1 ms delay).
-
-    ``W = min_j latest_j - 1``, so ``R = W + 1``. ``W <= 0`` is Spark's initial value (some
-    input has sent nothing, or every event time is at or before the epoch): nothing is ready.
-    ``R >= EVENT_TIME_MAX`` only happens when every input sent its end-of-input marker:
-    everything is ready (:data:`~spark_stream_sched.runtime.packets.TS_MAX`).
-    """
-    if watermark_ms <= 0:
-        return None
-    if watermark_ms + 1 >= EVENT_TIME_MAX:
-        return TS_MAX
-    return watermark_ms + 1
-
-
 class ValueStateStore:
     """The :class:`~spark_stream_sched.runtime.state.store.GroupStore` over Spark's state store.
 
@@ -65,8 +47,8 @@ class ValueStateStore:
     ``rows_schema``: the pending rows in memory (payload, ``__input``, ``__seq``); they are
     stored without ``__seq`` and get it back from ``sequence_column`` on load
     (:func:`~spark_stream_sched.runtime.engine.packing.pending_to_ipc`). :attr:`seen` is each
-    input's largest event time so far (``NOTHING_SEEN``: none), kept even when the group holds
-    no rows.
+    input's largest event time so far (``NOTHING_SEEN``: none), stored as int64 little-endian
+    bytes and kept even when the group holds no rows.
     """
 
     def __init__(self, state: Any, spec: QuerySpec, rows_schema: pa.Schema,
@@ -104,7 +86,7 @@ class ValueStateStore:
                 f"checkpointLocation")
         self.bound = None if bound is None else int(bound)
         if seen is not None:
-            self.seen = np.array([NOTHING_SEEN if v is None else v for v in seen], np.int64)
+            self.seen = _seen_from_bytes(bytes(seen), self._spec.n_inputs)
         return GroupState(rows, bytes(snapshot))
 
     def save(self, states: Mapping[int, GroupState]) -> None:
@@ -115,10 +97,19 @@ class ValueStateStore:
             self._state.clear()
             return
         pending = state.pending if state.pending is not None else self._rows_schema.empty_table()
-        seen = None if nothing_seen else [None if v == NOTHING_SEEN else int(v)
-                                          for v in self.seen]
+        seen = None if nothing_seen else self.seen.astype("<i8").tobytes()
         self._state.update((pending_to_ipc(pending, PENDING_COMPRESSION), state.window,
                             self.bound, self._spec.fingerprint(), seen))
+
+
+def _seen_from_bytes(raw: bytes, n_inputs: int) -> np.ndarray:
+    """Each input's largest event time from its stored int64 little-endian bytes (StateError)."""
+    if len(raw) != 8 * n_inputs:
+        raise StateError(
+            f"ordered(): the state in this query's checkpoint holds {len(raw)} bytes of the "
+            f"inputs' largest event times, {8 * n_inputs} expected for {n_inputs} inputs: it is "
+            f"damaged or from another release; restart with a new checkpointLocation")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
 
 
 def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:

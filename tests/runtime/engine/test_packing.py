@@ -55,7 +55,8 @@ row = st.tuples(st.integers(-5, 10**12), st.none() | st.integers(0, 10**15),
 def test_pack_then_unpack_gives_each_group_its_rows_exactly(
         batches: list[list[tuple]], keys: tuple[str, ...], n_groups: int) -> None:
     """Every data row reaches exactly its key's group, bit-exact and in order; end rows are
-    dropped; every group gets the partition's order summary once."""
+    dropped; every group gets the partition's order summary once, naming every input with
+    rows or an end-of-input marker, the latter marked ended."""
     packed = list(pack([spark_batch([r for r, _ in b], [e for _, e in b]) for b in batches],
                        PAYLOAD, keys, n_groups, "_sss_input", "_sss_end", "ts", "pos"))
     expected = pa.Table.from_pylist(
@@ -64,7 +65,9 @@ def test_pack_then_unpack_gives_each_group_its_rows_exactly(
         schema=PAYLOAD.append(pa.field(INPUT_COL, pa.int32())))
     groups = (assign_to_partition_group(key_hash(expected, list(keys)), n_groups) if keys
               else np.zeros(expected.num_rows, np.int32))
-    if expected.num_rows == 0:
+    present = {r[-1] for b in batches for r, _ in b}
+    ended = {r[-1] for b in batches for r, end in b if end}
+    if not present:
         assert packed == []
         return
     (out,) = packed  # one partition: one packed batch
@@ -81,8 +84,10 @@ def test_pack_then_unpack_gives_each_group_its_rows_exactly(
             pa.field(BEFORE_COL, pa.int64())))
         want = expected.filter(pa.array(groups == g))
         assert _same(got.drop_columns([BEFORE_COL]), want), (g, got.to_pylist())
-        assert sorted(summaries.column("input").to_pylist()) == sorted(
-            set(expected.column(INPUT_COL).to_pylist()))
+        assert summaries.column("input").to_pylist() == sorted(present)
+        assert {j for j, e in zip(summaries.column("input").to_pylist(),
+                                  summaries.column("ended").to_pylist(), strict=True)
+                if e} == ended
     assert sorted(set(with_rows)) == sorted(set(groups.tolist()))
 
 

@@ -21,12 +21,15 @@ from hypothesis import strategies as st
 from spark_stream_sched.errors import InputError
 from spark_stream_sched.runtime.engine.sequence_order import (
     NOTHING_SEEN,
+    BatchOrder,
     order_marks,
+    ready_bound_from_seen,
     seen_after,
     sequence_check,
     summaries_table,
+    with_ends,
 )
-from spark_stream_sched.runtime.packets import INPUT_COL
+from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, INPUT_COL, TS_MAX
 
 N_INPUTS = 3
 
@@ -133,3 +136,47 @@ def test_an_input_split_over_two_partitions_is_refused() -> None:
     table = pa.table({"input": pa.array([0, 0], pa.int32()), "newest": pa.array([5, 7])})
     with pytest.raises(Exception, match="several Spark partitions"):
         seen_after(np.full(N_INPUTS, NOTHING_SEEN, np.int64), table)
+
+
+@settings(max_examples=100, deadline=None)
+@given(newest=st.lists(st.none() | st.integers(-10**12, 10**13), min_size=1, max_size=4),
+       ended=st.sets(st.integers(0, 3)))
+def test_the_ready_bound_is_the_least_newest_time_once_every_input_has_sent(
+        newest: list[int | None], ended: set[int]) -> None:
+    """R = min over inputs of their largest event time; None while one has sent nothing;
+    everything once every input has ended (an ended input's rows are all in)."""
+    ended = {j for j in ended if j < len(newest)}
+    summaries = [BatchOrder(j, t, repr(0), t) for j, t in enumerate(newest) if t is not None]
+    seen = seen_after(np.full(len(newest), NOTHING_SEEN, np.int64),
+                      summaries_table(with_ends(summaries, ended)))
+    latest = [EVENT_TIME_MAX if j in ended else t for j, t in enumerate(newest)]
+    if any(t is None for t in latest):
+        assert ready_bound_from_seen(seen) is None
+    elif all(j in ended for j in range(len(newest))):
+        assert ready_bound_from_seen(seen) == TS_MAX
+    else:
+        assert ready_bound_from_seen(seen) == min(t for t in latest if t is not None)
+
+
+def test_a_row_after_the_end_of_input_marker_is_refused_by_name() -> None:
+    """Under ``fail``, a row an input sends after its marker names the input and the row."""
+    seen = seen_after(np.full(2, NOTHING_SEEN, np.int64),
+                      summaries_table(with_ends([BatchOrder(0, 5, "1", 5)], {0})))
+    later = summaries_table([BatchOrder(0, 7, "2", 7)])
+    with pytest.raises(InputError, match="input 0 sent a row after its end-of-input marker "
+                                         r"\(seq 2, ts 7\)"):
+        sequence_check(pa.table({"ts": [7], "seq": [2], INPUT_COL: pa.array([0], pa.int32()),
+                                 "__before": [NOTHING_SEEN]}),
+                       seen, later, "ts", "seq", "fail")
+
+
+def test_a_row_after_the_end_of_input_marker_is_dropped_under_drop() -> None:
+    """Under ``drop``, the ended input's later rows go; the other input's rows stay."""
+    seen = seen_after(np.full(2, NOTHING_SEEN, np.int64),
+                      summaries_table(with_ends([BatchOrder(0, 5, "1", 5)], {0})))
+    later = summaries_table([BatchOrder(0, 7, "2", 7), BatchOrder(1, 8, "3", 8)])
+    kept = sequence_check(pa.table({"ts": [7, 8], "seq": [2, 3],
+                                    INPUT_COL: pa.array([0, 1], pa.int32()),
+                                    "__before": [NOTHING_SEEN, NOTHING_SEEN]}),
+                          seen, later, "ts", "seq", "drop")
+    assert kept.column("seq").to_pylist() == [3]

@@ -7,7 +7,7 @@ doors fed by Spark's file streams) and writes its windows under ``ROOT/<door>/wi
 * ``batch``: ``spark.read.format("ordered-agg")``;
 * ``source``: the stream, ``Trigger.AvailableNow``, ``endOfInput=availableNow``;
 * ``sink``: Spark's file streams into ``writeStream.format("ordered-agg")``;
-* ``ordered``: ``ordered(...)`` in ``transformWithStateInPandas``.
+* ``ordered``: ``ordered(...)`` in ``applyInPandasWithState``.
 
 It prints ``DOOR <door> ok`` or ``DOOR <door> failed: <the error's first line>`` for each and
 goes on. It imports only the package and pyspark: whatever the package needs must reach the

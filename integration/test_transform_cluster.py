@@ -1,4 +1,4 @@
-"""``ordered(...)`` in transformWithStateInPandas on a real cluster, losing a worker mid-query.
+"""``ordered(...)`` in applyInPandasWithState on a real cluster, losing a worker mid-query.
 
 A driver subprocess (``transform_driver.py``) runs ``ordered(...).window(...).agg(...)`` over
 three Parquet file streams (``maxFilesPerTrigger=1``: several micro-batches) on the standalone

@@ -3,7 +3,7 @@
 ``python integration/transform_driver.py MASTER ROOT N_INPUTS`` reads the inputs
 ``ROOT/in<j>`` (one Parquet file stream each, ``maxFilesPerTrigger=1``, columns ``ts``,
 ``meter``, ``value``, ``kind``, position ``pos`` and end-of-input flag ``eof``), runs
-``ordered(...).window(WINDOW, SLIDE).agg(*AGGREGATES)`` in ``transformWithStateInPandas`` with
+``ordered(...).window(WINDOW, SLIDE).agg(*AGGREGATES)`` in ``applyInPandasWithState`` with
 the state in RocksDB (:func:`~spark_stream_sched.spark.transform.configure`), checkpoint in
 ``ROOT/checkpoint``, and writes each micro-batch to ``ROOT/output/batch-<id>.parquet``
 (replaced atomically, so a re-run batch overwrites rather than duplicates). It writes the

@@ -19,7 +19,7 @@ from spark_stream_sched.errors import SparkStreamSchedError
 
 #: Sub-command modules, in the order ``--help`` lists them. A module that is missing is skipped
 #: so that a partial install still runs the commands it has.
-COMMAND_MODULES = ("demo", "run", "aggregate", "report", "simulate", "bench")
+COMMAND_MODULES = ("demo", "run", "aggregate", "report", "simulate", "bench", "nexmark")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -38,7 +38,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from spark_stream_sched.runtime.packets import EVENT_TIME_MAX, TS_MAX
+import numpy as np
+
+from spark_stream_sched.runtime.engine.sequence_order import NOTHING_SEEN, ready_bound_from_seen
+from spark_stream_sched.runtime.packets import TS_MAX
 
 #: The common fields of every door's batch records (module doc).
 FIELDS = ("door", "batch_id", "rows_in", "windows_out", "late_dropped", "state_bytes",
@@ -169,16 +172,15 @@ def _running_max(known: list[int | None], batch: Sequence[int | None]) -> list[i
 
 
 def _ordered_bound(input_max: Sequence[int | None]) -> int | None:
-    """``ordered()``'s ready bound after a batch: the least of the inputs' largest event times.
+    """``ordered()``'s ready bound after a batch, as its processor computes it.
 
-    ``input_max`` is each input's largest event time over the batches so far, an input that
-    has ended counting as the largest event time (docs/transform.md). None until every input
-    has been seen; ``TS_MAX`` once all have ended.
+    ``input_max`` is each input's largest event time over the batches so far (None: nothing
+    seen), an input that has ended counting as the largest event time (docs/transform.md).
     """
-    if not input_max or any(t is None for t in input_max):
+    if not input_max:
         return None
-    low = min(t for t in input_max if t is not None)
-    return TS_MAX if low >= EVENT_TIME_MAX else low
+    seen = np.array([NOTHING_SEEN if t is None else t for t in input_max], np.int64)
+    return ready_bound_from_seen(seen)
 
 
 def _epoch(text: str | None) -> float | None:

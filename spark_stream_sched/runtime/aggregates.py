@@ -3,9 +3,13 @@
 Order-insensitive: ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max``,
 ``count_where(pred)``. Order-sensitive over the total order ``(ts, input, seq)``: ``first``,
 ``last``, ``first_where(col, pred)``, ``last_where(col, pred)`` (Gulisano et al. 2016, §2
-distinguishes the two families; Table 2's queries use both). Null handling is Spark SQL's:
-``count(col)``, ``sum``, ``avg``, ``min`` and ``max`` skip nulls; ``first``/``last`` return the
-first/last value even when it is null; a predicate that is null counts as false.
+distinguishes the two families; Table 2's queries use both), and ``max_by(col, ord)`` /
+``min_by(col, ord)`` (Spark SQL's names): the value of ``col`` on the row with the largest
+(smallest) ``ord``, the earliest such row in the total order when several tie. Null handling is
+Spark SQL's: ``count(col)``, ``sum``, ``avg``, ``min`` and ``max`` skip nulls; ``first``/``last``
+return the first/last value even when it is null; ``max_by``/``min_by`` skip rows whose ``ord`` is
+null and return the chosen row's value even when it is null; a predicate that is null counts as
+false. Orders compare as Spark's do: ``-0.0`` equals ``0.0`` and NaN is above every number.
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ FUNCTIONS: dict[str, tuple[bool, bool]] = {
     "min": (True, False), "max": (True, False), "count_where": (False, True),
     "first": (True, False), "last": (True, False),
     "first_where": (True, True), "last_where": (True, True),
+    "max_by": (True, False), "min_by": (True, False),
 }
+#: Aggregates that take a value column and an ordering column: ``max_by(col, ord)``.
+BY_ORDER = ("max_by", "min_by")
 _ALIAS = re.compile(r"^\s*as\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*)\s*$", re.IGNORECASE)
 _NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 
@@ -77,16 +84,20 @@ def _closing_paren(text: str, open_at: int) -> int:
 
 @dataclass(frozen=True)
 class AggSpec:
-    """One aggregate: ``func(column[, predicate]) as alias``. ``column`` is ``"*"`` for count(*)."""
+    """One aggregate: ``func(column[, predicate]) as alias``. ``column`` is ``"*"`` for count(*).
+
+    ``order`` is the ordering column of ``max_by``/``min_by`` (None for every other function).
+    """
 
     func: str
     column: str | None
     predicate: str | None
     alias: str
+    order: str | None = None
 
     def text(self) -> str:
         """Canonical text that :func:`parse_aggregate` parses back into this spec."""
-        args = [a for a in (self.column, self.predicate) if a is not None]
+        args = [a for a in (self.column, self.order, self.predicate) if a is not None]
         alias = self.alias if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", self.alias) else (
             f"`{self.alias}`")
         return f"{self.func}({', '.join(args)}) as {alias}"
@@ -108,8 +119,10 @@ def parse_aggregate(text: str) -> AggSpec:
         raise ExpressionError(f"aggregate {abbreviated(text)}: expected 'as alias' after the call, "
                               f"found {rest.strip()!r}")
     takes_col, takes_pred = FUNCTIONS[func]
-    column = predicate = None
-    if takes_col and takes_pred:
+    column = predicate = order = None
+    if func in BY_ORDER:
+        column, order = _by_order_columns(text, func, inner)
+    elif takes_col and takes_pred:
         args = split_top_level(inner)
         if len(args) < 2:
             raise ExpressionError(f"aggregate {abbreviated(text)}: {func} needs "
@@ -127,10 +140,19 @@ def parse_aggregate(text: str) -> AggSpec:
         raise ExpressionError(f"aggregate {abbreviated(text)}: {func} needs a predicate")
     if predicate:
         _check_predicate_syntax(text, predicate)
-    default_alias = f"{func}({inner})"
+    default_alias = f"{func}({inner.replace('`', '')})"  # Spark's name: sum(`v`) is sum(v)
     alias = alias_match.group(1).strip("`") if alias_match else default_alias
     check_alias(alias, f"aggregate {abbreviated(text)}")
-    return AggSpec(func, column, predicate, alias)
+    return AggSpec(func, column, predicate, alias, order)
+
+
+def _by_order_columns(text: str, func: str, inner: str) -> tuple[str, str]:
+    """The value and ordering column names of ``max_by(col, ord)`` / ``min_by(col, ord)``."""
+    args = [a.strip("`") for a in split_top_level(inner)]
+    if len(args) != 2 or not all(re.fullmatch(r"[^()`,]+", a) for a in args):
+        raise ExpressionError(f"aggregate {abbreviated(text)}: {func} needs two column names, "
+                              f"(value column, ordering column), e.g. {func}(price, ts)")
+    return args[0], args[1]
 
 
 def _check_predicate_syntax(text: str, predicate: str) -> None:
@@ -176,10 +198,39 @@ class BoundAggregate:
     input_type: pa.DataType | None
     predicate: Predicate | None
     output_type: pa.DataType
+    order_type: pa.DataType | None = None
+
+
+def read_columns(aggs: Iterable[BoundAggregate]) -> list[str]:
+    """The input columns ``aggs`` read (values, orders, predicates' columns), each once."""
+    names: list[str] = []
+    for agg in aggs:
+        names += [c for c in (agg.spec.column, agg.spec.order) if c not in (None, "*")]
+        if agg.predicate is not None:
+            names.extend(sorted(agg.predicate.columns))
+    return list(dict.fromkeys(names))
 
 
 def _numeric(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
+def orderable(t: pa.DataType) -> bool:
+    """True for the types ``max_by``/``min_by`` order by (numbers, strings, times, booleans)."""
+    return bool(_numeric(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_binary(t) or pa.types.is_temporal(t) or pa.types.is_boolean(t)
+                or pa.types.is_decimal(t))
+
+
+def _check_order_column(spec: AggSpec, schema: pa.Schema) -> None:
+    if spec.order not in schema.names:
+        raise ExpressionError(f"aggregate {spec.text()!r} orders by unknown column "
+                              f"{spec.order!r}; columns are {schema.names}")
+    kind = schema.field(spec.order).type
+    if not orderable(kind):
+        raise ExpressionError(f"aggregate {spec.text()!r}: {spec.func} cannot order by "
+                              f"{spec.order!r} of type {kind}; order by a number, string, "
+                              f"boolean, date or timestamp column")
 
 
 def bind(spec: AggSpec, schema: pa.Schema) -> BoundAggregate:
@@ -192,6 +243,8 @@ def bind(spec: AggSpec, schema: pa.Schema) -> BoundAggregate:
         input_type = schema.field(spec.column).type
     predicate = Predicate.compile(spec.predicate, schema) if spec.predicate else None
     func = spec.func
+    if spec.order is not None:
+        _check_order_column(spec, schema)
     if func in ("sum", "avg") and not (input_type is not None and _numeric(input_type)):
         raise ExpressionError(f"aggregate {spec.text()!r}: {func} needs a numeric column, "
                               f"{spec.column!r} is {input_type}")
@@ -205,4 +258,5 @@ def bind(spec: AggSpec, schema: pa.Schema) -> BoundAggregate:
     else:
         assert input_type is not None
         output = input_type
-    return BoundAggregate(spec, input_type, predicate, output)
+    order_type = schema.field(spec.order).type if spec.order is not None else None
+    return BoundAggregate(spec, input_type, predicate, output, order_type)

@@ -24,7 +24,7 @@ from spark_stream_sched.runtime.aggregates import AggSpec, parse_aggregates
 from spark_stream_sched.runtime.keyed.user import ROW_COL, KeyedFunction
 from spark_stream_sched.runtime.packets import INPUT_COL, SEQ_COL
 from spark_stream_sched.runtime.predicate import Predicate
-from spark_stream_sched.testing.reference import total
+from spark_stream_sched.testing.reference import by_order, total
 
 Row = dict[str, Any]
 
@@ -78,6 +78,8 @@ def running_fold(spec: AggSpec, predicate: Predicate | None, rows: list[Row]) ->
         return best
     if func in ("first", "last"):
         return values[0] if func == "first" else values[-1]
+    if func in ("max_by", "min_by"):
+        return by_order(spec, rows)
     if not hits or column is None:
         return None
     return hits[0][column] if func == "first_where" else hits[-1][column]

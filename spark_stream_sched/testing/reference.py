@@ -72,6 +72,28 @@ def total(values: list[Any]) -> Any:
     return sum(values)
 
 
+def _order_key(value: Any) -> tuple[int, Any]:
+    """Spark SQL's order of a value: NaN above every number (``-0.0 == 0.0`` holds already)."""
+    return (1, 0.0) if isinstance(value, float) and math.isnan(value) else (0, value)
+
+
+def by_order(spec: AggSpec, rows: list[dict[str, Any]]) -> Any:
+    """``max_by``/``min_by``: the value on the first row with the largest (smallest) order."""
+    best: dict[str, Any] | None = None
+    key, value = str(spec.order), str(spec.column)
+    for row in rows:
+        order = row[key]
+        if order is None:
+            continue
+        if best is None:
+            best = row
+            continue
+        new, old = _order_key(order), _order_key(best[key])
+        if (new > old) if spec.func == "max_by" else (new < old):
+            best = row
+    return None if best is None else best[value]
+
+
 def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
     """Compute one aggregate over ``rows`` (already in the total order)."""
     pred = Predicate.compile(spec.predicate, schema) if spec.predicate else None
@@ -96,6 +118,8 @@ def fold(spec: AggSpec, rows: list[dict[str, Any]], schema: pa.Schema) -> Any:
             return values[0]
         case "last":
             return values[-1]
+        case "max_by" | "min_by":
+            return by_order(spec, rows)
     hits = [r[col] for r in rows if pred.evaluate_row(r)]  # type: ignore[union-attr,index]
     if not hits:
         return None

@@ -18,6 +18,7 @@ AGGREGATES = [
     "last(s) as ls", "count_where(s rlike '^[ab]') as cw", "first_where(i, v > 0.5) as fw",
     "last_where(s, s contains 'a' or v is null) as lw", "first(i) as fi",
     "count_where(not (i < 3) and k is not null) as cw2",
+    "max_by(s, v) as mbs", "min_by(i, s) as nbi", "max_by(v, i) as mbv",
 ]
 
 keys_st = st.sampled_from(["k0", "k1", "k2", "k3", None])
@@ -30,17 +31,22 @@ values_st = st.one_of(
 skewed_keys = st.one_of(st.just("hot"), keys_st)
 
 
+def sorted_times(draw: st.DrawFn, n: int, gaps: list[int], start: int = 0) -> list[int]:
+    """``n`` non-decreasing timestamps from ``start``, each the last plus one of ``gaps``."""
+    ts, t = [], start
+    for gap in draw(st.lists(st.sampled_from(gaps), min_size=n, max_size=n)):
+        t += gap
+        ts.append(t)
+    return ts
+
+
 @st.composite
 def input_stream(draw: st.DrawFn, max_rows: int = 40) -> pa.Table:
     """One timestamp-sorted input with ties, nulls and skewed keys."""
     n = draw(st.integers(0, max_rows))
     start = draw(st.integers(-5_000, 20_000))
-    gaps = draw(st.lists(st.sampled_from([0, 0, 1, 7, 250, 999, 1000, 3000]),
-                         min_size=n, max_size=n))
-    ts, t = [], start
-    for gap in gaps:
-        t += gap
-        ts.append(t)
+    ts = sorted_times(draw, n, [0, 0, 1, 7, 250, 999, 1000, 3000], start)
+
     def col(strategy: st.SearchStrategy) -> list:  # noqa: ANN001
         return draw(st.lists(strategy, min_size=n, max_size=n))
     return pa.table({

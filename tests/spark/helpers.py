@@ -16,7 +16,8 @@ from .datagen import make_stream, write_stream
 AGGREGATES = ("count(*) as n, count(value) as nv, avg(value) as mean, min(value) as lo, "
               "max(value) as hi, first(value) as first_v, last(value) as last_v, "
               "first_where(value, kind = 'alarm' and value > 5) as first_alarm, "
-              "count_where(kind = 'alarm') as alarms")
+              "count_where(kind = 'alarm') as alarms, max_by(value, kind) as value_by_kind, "
+              "min_by(kind, ts) as kind_by_ts")
 WINDOW, SLIDE = "10 seconds", "5s"
 
 

@@ -13,8 +13,9 @@ would call it (no JVM):
   ``finish_sink``): its part files, in commit order, the same sequence.
 
 All equal :func:`~spark_stream_sched.testing.pipeline_reference.reference_pipeline`. The
-``ordered()`` transformation runs inside Spark's own stateful operator; the same queries go
-through a real Spark session in ``test_doors_agree_in_spark``.
+``ordered()`` transformation runs inside Spark's own stateful operator: ``test_transform.py``
+and ``test_sink.py`` run the same aggregates (``max_by``/``min_by`` over tied orders too)
+through a real Spark session.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ from .test_sink import FakeTasks
 #: Query shapes: options shared by the source and the sink (N: the number of inputs).
 SHAPES: dict[str, dict[str, str]] = {
     "window": {"window": "3 seconds", "slide": "1 second",
-               "aggregates": "count(*) as n, first(v) as fv, last(s) as ls, min(i) as lo"},
-    "rows": {"operators": "delta(v) as dv; running(count(*) as rn, max(i) as mi)"},
+               "aggregates": "count(*) as n, first(v) as fv, last(s) as ls, min(i) as lo, "
+                             "max_by(s, i) as mb, min_by(v, i) as nb"},
+    "rows": {"operators": "delta(v) as dv; running(count(*) as rn, max(i) as mi, "
+                          "max_by(s, i) as ms)"},
     "sessions": {"operators": "dedup(s, within=1 seconds); sessionize(1500 milliseconds)",
-                 "aggregates": "count(*) as n, first(v) as fv"},
+                 "aggregates": "count(*) as n, first(v) as fv, min_by(s, i) as ns"},
     "spilling_join": {"operators": "join(N, within=2 seconds, budget=0)", "window": "3 seconds",
                       "slide": "1 second", "aggregates": "count(*) as n, first(v_0) as fv"},
 }

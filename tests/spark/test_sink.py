@@ -23,7 +23,7 @@ from spark_stream_sched.spark import register, sink
 from spark_stream_sched.testing.reference import reference_aggregate
 
 AGGREGATES = ("count(*) as n, avg(value) as mean, first(value) as first_v, "
-              "last(kind) as last_kind, max(ts) as last_ts")
+              "last(kind) as last_kind, max(ts) as last_ts, max_by(value, ts) as value_by_ts")
 WINDOW = WindowSpec(size_ms=20_000, slide_ms=5_000)
 
 

@@ -19,8 +19,9 @@ does, and keep the earliest of equal values).
 
 State per key, one typed Arrow column per piece: counts, the running sum (an exact partial,
 :data:`~spark_stream_sched.runtime.exact_partials.PARTIAL_TYPE`, for a floating column) and
-count of ``sum``/``avg``, the current value of ``min``/``max``, the value and a found-flag of
-``first``, ``first_where`` and ``last_where`` (``last`` needs none: it is the tuple's own value).
+count of ``sum``/``avg``, the current value of ``min``/``max``, the value and order of the row
+``max_by``/``min_by`` holds, the value and a found-flag of ``first``, ``first_where`` and
+``last_where`` (``last`` needs none: it is the tuple's own value).
 """
 
 from __future__ import annotations
@@ -145,24 +146,41 @@ def _sum(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
     return result, {f"s{i}": state, f"n{i}": pa.array(count)}
 
 
-def _extreme(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
-    combined = pk.combined(f"v{i}", column(pk.rows, str(agg.spec.column)))
-    m = len(combined)
-    rank = np.asarray(pc.rank(combined, sort_keys="ascending", tiebreaker="dense"),
+def _earliest_extreme(pk: _Packet, order: pa.Array, largest: bool) -> np.ndarray:
+    """Per row, the position in ``order`` (state rows, then the packet's) of its key's extreme.
+
+    The extreme so far is the largest (smallest) non-null order, the earliest of equal ones;
+    -1 while the key has none.
+    """
+    m = len(order)
+    rank = np.asarray(pc.rank(order, sort_keys="ascending", tiebreaker="dense"),
                       dtype=np.int64)
-    if agg.spec.func == "max":
+    if largest:
         rank = rank.max(initial=0) + 1 - rank
     none = (int(rank.max(initial=0)) + 2) * m  # larger than every valid (rank, position)
-    order_key = np.where(_valid(combined), rank * m + np.arange(m), none)
+    order_key = np.where(_valid(order), rank * m + np.arange(m), none)
     src = np.empty(pk.rows.num_rows, dtype=np.int64)
     for g, slot in enumerate(pk.slot):  # one iteration per distinct key, not per tuple
         rows = pk.groups.rows(g)
         start = [order_key[slot]] if slot >= 0 else []
         run = np.minimum.accumulate(np.concatenate((start, order_key[pk.k + rows])))
         src[rows] = run[len(start):]
-    src = np.where(src < none, src % max(m, 1), -1)
-    value = take(combined, src)
+    out: np.ndarray = np.where(src < none, src % max(m, 1), -1)
+    return out
+
+
+def _extreme(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
+    combined = pk.combined(f"v{i}", column(pk.rows, str(agg.spec.column)))
+    value = take(combined, _earliest_extreme(pk, combined, agg.spec.func == "max"))
     return value, {f"v{i}": value}
+
+
+def _by_order(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
+    values = pk.combined(f"v{i}", column(pk.rows, str(agg.spec.column)))
+    order = pk.combined(f"o{i}", column(pk.rows, str(agg.spec.order)))
+    src = _earliest_extreme(pk, order, agg.spec.func == "max_by")
+    value = take(values, src)
+    return value, {f"v{i}": value, f"o{i}": take(order, src)}
 
 
 def _first(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
@@ -207,7 +225,7 @@ def _last(pk: _Packet, agg: BoundAggregate, i: int) -> Result:
 _KERNELS: dict[str, Callable[[_Packet, BoundAggregate, int], Result]] = {
     "count": _count, "count_where": _count, "sum": _sum, "avg": _sum, "min": _extreme,
     "max": _extreme, "first": _first, "first_where": _first, "last": _last,
-    "last_where": _last_where,
+    "last_where": _last_where, "max_by": _by_order, "min_by": _by_order,
 }
 
 
@@ -221,6 +239,8 @@ def _state_fields(agg: BoundAggregate, i: int) -> list[pa.Field]:
     value = pa.field(f"v{i}", agg.input_type)
     if func in ("min", "max"):
         return [value]
+    if agg.order_type is not None:
+        return [value, pa.field(f"o{i}", agg.order_type)]
     return [value, pa.field(f"h{i}", pa.bool_())] if func != "last" else []
 
 

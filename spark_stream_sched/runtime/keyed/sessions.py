@@ -46,7 +46,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, ExpressionError, InputError, StateError
-from spark_stream_sched.runtime.aggregates import BoundAggregate, bind, parse_aggregates
+from spark_stream_sched.runtime.aggregates import (
+    BoundAggregate,
+    bind,
+    parse_aggregates,
+    read_columns,
+)
 from spark_stream_sched.runtime.durations import parse_duration
 from spark_stream_sched.runtime.keyed.base import KeyedOperator, register
 from spark_stream_sched.runtime.keyed.stage import StageSpec
@@ -120,13 +125,8 @@ class Sessionize(KeyedOperator):
             raise self.stage.fail(f"key columns may not be named {sorted(clash)}")
 
     def _needed_columns(self) -> list[str]:
-        names = [self.ts_column, *self.key_columns]
-        for agg in self.bound_aggregates:
-            if agg.spec.column not in (None, "*"):
-                names.append(str(agg.spec.column))
-            if agg.predicate is not None:
-                names.extend(sorted(agg.predicate.columns))
-        return list(dict.fromkeys(names))
+        return list(dict.fromkeys([self.ts_column, *self.key_columns,
+                                   *read_columns(self.bound_aggregates)]))
 
     @property
     def output_schema(self) -> pa.Schema:

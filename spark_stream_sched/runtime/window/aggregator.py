@@ -29,7 +29,13 @@ import pyarrow.compute as pc
 
 from spark_stream_sched.errors import ConfigError, InputError, StateError
 from spark_stream_sched.runtime import exact_split
-from spark_stream_sched.runtime.aggregates import AggSpec, BoundAggregate, bind, parse_aggregates
+from spark_stream_sched.runtime.aggregates import (
+    AggSpec,
+    BoundAggregate,
+    bind,
+    parse_aggregates,
+    read_columns,
+)
 from spark_stream_sched.runtime.exact_partials import is_exact
 from spark_stream_sched.runtime.exact_split import PANE_SUM_TYPE
 from spark_stream_sched.runtime.order_codes import dense_ids
@@ -142,13 +148,8 @@ class WindowAggregator:
             raise ConfigError(f"key columns may not be named {sorted(reserved)}")
 
     def _needed_columns(self) -> list[str]:
-        names = [self.ts_column, *self.key_columns]
-        for agg in self.aggregates:
-            if agg.spec.column not in (None, "*"):
-                names.append(str(agg.spec.column))
-            if agg.predicate is not None:
-                names.extend(sorted(agg.predicate.columns))
-        return list(dict.fromkeys(names))
+        return list(dict.fromkeys([self.ts_column, *self.key_columns,
+                                   *read_columns(self.aggregates)]))
 
     def _output_schema(self) -> pa.Schema:
         fields = [pa.field(WINDOW_START, pa.int64()), pa.field(WINDOW_END, pa.int64())]
@@ -180,6 +181,8 @@ class WindowAggregator:
                 fields.append(pa.field(f"a{i}_v", agg.output_type))
                 if func.endswith("_where"):
                     fields.append(pa.field(f"a{i}_found", pa.bool_()))
+                if agg.order_type is not None:
+                    fields.append(pa.field(f"a{i}_o", agg.order_type))
         return pa.schema(fields)
 
     # -- processing --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from spark_stream_sched.runtime import exact_split
-from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.aggregates import BY_ORDER, BoundAggregate
 from spark_stream_sched.runtime.exact_partials import is_exact
 from spark_stream_sched.runtime.order_codes import dense_ids
 from spark_stream_sched.runtime.window.panes import PANE, WINDOW
@@ -38,8 +38,13 @@ def numeric(t: pa.DataType) -> bool:
 
 
 def supports(aggs: list[BoundAggregate]) -> bool:
-    """The dense path handles every aggregate except min/max of non-numeric columns."""
-    return all(a.spec.func not in ("min", "max") or numeric(a.output_type) for a in aggs)
+    """The dense path handles every aggregate but min/max of non-numeric columns and ``*_by``.
+
+    ``max_by``/``min_by`` need the earliest of the partials with the window's extreme order,
+    which no running-extreme pass here tracks; their windows are combined on the sparse path.
+    """
+    return all((a.spec.func not in ("min", "max") or numeric(a.output_type))
+               and a.spec.func not in BY_ORDER for a in aggs)
 
 
 class _Grid:

@@ -6,8 +6,9 @@ partial row per ``(pane, key)``, sorted by pane. Tuples of a chunk are mapped to
 input order: ``np.bincount`` (counts), ``np.add.at`` (exact int64 sums), pane sums of
 floating sums (:func:`~spark_stream_sched.runtime.exact_split.pane_sums`), ``np.minimum.at`` /
 ``np.maximum.at`` (min, max, and the first or last *position*, which selects the value of
-``first``/``last``). This avoids a hash table per tuple when the grid is small relative to the
-number of tuples (many tuples per key and pane).
+``first``/``last``), and :func:`.by_order.chosen_positions` for ``max_by``/``min_by``. This
+avoids a hash table per tuple when the grid is small relative to the number of tuples (many
+tuples per key and pane).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_stream_sched.runtime import exact_split
-from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.aggregates import BY_ORDER, BoundAggregate
 from spark_stream_sched.runtime.order_codes import dense_ids
+from spark_stream_sched.runtime.window.by_order import chosen_positions
 from spark_stream_sched.runtime.window.dense_combine import MAX_CELLS, numeric
 from spark_stream_sched.runtime.window.panes import PANE
 
@@ -130,6 +132,11 @@ def _partial(agg: BoundAggregate, i: int, rows: pa.Table, cell: np.ndarray, size
         assert column is not None
         values, seen = _extreme_value(column, cell, size, func)
         return {f"a{i}_v": pa.array(values[cells], mask=~seen[cells]).cast(agg.output_type)}
+    if func in BY_ORDER:
+        order = rows.column(str(spec.order))
+        assert column is not None
+        chosen = chosen_positions(order, cell, size, func == "max_by").take(pa.array(cells))
+        return {f"a{i}_v": column.take(chosen), f"a{i}_o": order.take(chosen)}
     mask = agg.predicate.evaluate(rows) if agg.predicate is not None else None
     if func == "count_where":
         assert mask is not None

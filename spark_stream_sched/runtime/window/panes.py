@@ -6,13 +6,15 @@ contain its pane and folds the partials of each ``(window, key)``. Both stages u
 aggregation with ``use_threads=False``, so results depend only on the tuples (never on batch
 boundaries). Order-sensitive aggregates use the *position trick*: the min/max row position
 (optionally masked by a predicate) selects the row whose value is taken, so ``first`` of a null
-value is still that null (Spark's ``first``). Floating sums are pane sums
+value is still that null (Spark's ``first``); ``max_by``/``min_by`` take the row
+:func:`.by_order.chosen_positions` picks, in both stages. Floating sums are pane sums
 (:mod:`~spark_stream_sched.runtime.exact_split`), merged and rounded once per window, so a
 window's sum is exactly rounded whatever its panes were; each group's rows are found with
 Arrow's ``list`` aggregation of row positions.
 
 Partial columns per aggregate ``i``: ``a{i}_n`` counts, ``a{i}_sum`` sums (int64, or a pane
-sum for a floating column), ``a{i}_v`` values and ``a{i}_found`` flags (for ``*_where``).
+sum for a floating column), ``a{i}_v`` values, ``a{i}_found`` flags (for ``*_where``) and
+``a{i}_o`` the chosen row's order (for ``max_by``/``min_by``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import pyarrow.compute as pc
 
 from spark_stream_sched.runtime import exact_partials as exact
 from spark_stream_sched.runtime import exact_split
-from spark_stream_sched.runtime.aggregates import BoundAggregate
+from spark_stream_sched.runtime.aggregates import BY_ORDER, BoundAggregate
 from spark_stream_sched.runtime.exact_partials import PARTIAL_TYPE
 from spark_stream_sched.runtime.exact_split import PANE_SUM_TYPE
 from spark_stream_sched.runtime.keys import canonical_keys
+from spark_stream_sched.runtime.window.by_order import chosen_positions
 
 PANE = "__pane"
 WINDOW = "__k"
@@ -57,6 +60,19 @@ def _group_of_rows(grouped: pa.Table, rows: int) -> np.ndarray:
     group[lists.flatten().to_numpy()] = np.repeat(np.arange(len(lists)),
                                                   lists.value_lengths().to_numpy())
     return group
+
+
+def needs_groups(aggs: list[BoundAggregate]) -> bool:
+    """True when an aggregate reads each row's group (exact sums, ``max_by``/``min_by``)."""
+    return any(exact.is_exact(a) or a.spec.func in BY_ORDER for a in aggs)
+
+
+def _chosen(table: pa.Table, agg: BoundAggregate, i: int, value: str, order: str,
+            group: np.ndarray | None, n_groups: int) -> dict[str, pa.Array | pa.ChunkedArray]:
+    """``a{i}_v`` and ``a{i}_o`` of the row ``max_by``/``min_by`` chooses in each group."""
+    assert group is not None
+    pos = chosen_positions(table.column(order), group, n_groups, agg.spec.func == "max_by")
+    return {f"a{i}_v": table.column(value).take(pos), f"a{i}_o": table.column(order).take(pos)}
 
 
 def _masked_positions(positions: pa.Array, mask: np.ndarray) -> pa.Array:
@@ -92,6 +108,8 @@ def _stage1_requests(
             requests[(f"__w{i}", "sum")] = _COUNT0
         elif func in ("first", "last"):
             requests[(_POS, "min" if func == "first" else "max")] = _SKIP
+        elif func in BY_ORDER:
+            requests[(_POS, "list")] = None
         else:  # first_where / last_where
             assert agg.predicate is not None
             mask = agg.predicate.evaluate(rows)
@@ -111,7 +129,7 @@ def pane_partials(
     rows = rows.append_column(PANE, pa.array(pane))
     rows, requests = _stage1_requests(aggs, rows)
     grouped = rows.group_by([PANE, *keys], use_threads=False).aggregate(requests)
-    group = _group_of_rows(grouped, rows.num_rows) if any(map(exact.is_exact, aggs)) else None
+    group = _group_of_rows(grouped, rows.num_rows) if needs_groups(aggs) else None
     out = {PANE: grouped.column(PANE)}
     out.update({key: grouped.column(key) for key in keys})
     for i, agg in enumerate(aggs):
@@ -129,6 +147,9 @@ def pane_partials(
             out[f"a{i}_v"] = grouped.column(f"{spec.column}_{func}")
         elif func == "count_where":
             out[f"a{i}_n"] = grouped.column(f"__w{i}_sum")
+        elif func in BY_ORDER:
+            out.update(_chosen(rows, agg, i, str(spec.column), str(spec.order), group,
+                               grouped.num_rows))
         else:
             pos_col = (f"{_POS}_{'min' if func == 'first' else 'max'}"
                        if func in ("first", "last") else
@@ -194,12 +215,12 @@ def _stage2_requests(
                 requests.append((f"a{i}_n", "sum", _COUNT0))
         elif func in ("min", "max"):
             requests.append((f"a{i}_v", func, _SKIP))
-        else:
+        elif func not in BY_ORDER:
             mask = (np.ones(table.num_rows, dtype=bool) if func in ("first", "last") else
                     table.column(f"a{i}_found").to_numpy().astype(bool))
             table = table.append_column(f"__p{i}", _masked_positions(positions, mask))
             requests.append((f"__p{i}", "min" if func.startswith("first") else "max", _SKIP))
-    if any(map(exact.is_exact, aggs)):
+    if needs_groups(aggs):
         requests.append((_POS, "list", None))
     return table, requests
 
@@ -214,7 +235,7 @@ def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggrega
     positions = pa.array(np.arange(expanded.num_rows, dtype=np.int64))
     table, requests = _stage2_requests(aggs, expanded.append_column(_POS, positions))
     grouped = table.group_by([WINDOW, *keys], use_threads=False).aggregate(requests)
-    group = _group_of_rows(grouped, table.num_rows) if any(map(exact.is_exact, aggs)) else None
+    group = _group_of_rows(grouped, table.num_rows) if needs_groups(aggs) else None
     out = {WINDOW: grouped.column(WINDOW)}
     out.update({key: grouped.column(key) for key in keys})
     for i, agg in enumerate(aggs):
@@ -225,6 +246,9 @@ def combine_windows(expanded: pa.Table, keys: list[str], aggs: list[BoundAggrega
             out[alias] = _window_sum(grouped, table, group, agg, i, partials)
         elif func in ("min", "max"):
             out[alias] = grouped.column(f"a{i}_v_{func}")
+        elif func in BY_ORDER:
+            out[alias] = _chosen(table, agg, i, f"a{i}_v", f"a{i}_o", group,
+                                 grouped.num_rows)[f"a{i}_v"]
         else:
             pos = grouped.column(f"__p{i}_{'min' if func.startswith('first') else 'max'}")
             out[alias] = table.column(f"a{i}_v").take(pos)

@@ -139,7 +139,8 @@ RUNNING = ["sum(v)", "sum(i) as si", "avg(v) as av", "avg(i)", "min(v)", "max(s)
            "min(b)", "max(t) as mt", "first(v) as fv", "last(s)", "count(*) as n",
            "count(v) as nv", "count_where(s = 'a') as cw", "first_where(i, v > 0) as fw",
            "last_where(s, i < 0 or v is null) as lw", "max(v) as mv", "min(i) as mi",
-           "first(b)"]
+           "first(b)", "max_by(i, v) as mbi", "min_by(s, t) as nbs", "max_by(v, s) as mvs",
+           "min_by(b, i) as nbb"]
 
 
 @PROFILE

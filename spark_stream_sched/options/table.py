@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_stream_sched.runtime.aggregates import signatures
+
 #: The front doors, in the order of the table's columns.
 DOORS = ("source", "sink", "ordered", "toml", "cli")
 
@@ -58,8 +60,11 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
           "is in `window/slide` windows (docs/aggregates.md, \"Many windows per row\")"),
         S("aggregates", "aggregates", ".agg(...)", "[query] aggregates", "--agg (repeated)",
           "`expr as alias`, comma-separated; at most 1,000", "required",
-          "e.g. `count(*) as n, avg(value) as mean, first(value) as f` (docs/aggregates.md); "
-          "aliases may not start with `__` (the runtime's columns), and no two result columns "
+          "e.g. `count(*) as n, avg(value) as mean, first(value) as f`; functions: "
+          + ", ".join(f"`{call}`" for call in signatures()) +
+          " (docs/aggregates.md: nulls as in Spark SQL; `first`, `last` and ties of "
+          "`max_by`/`min_by` follow the total order); aliases may not start with `__` (the "
+          "runtime's columns), and no two result columns "
           "(aliases, keys, `window_start`/`window_end`) may be equal up to case, which Spark "
           "could not read back; at most 4,096 result columns"),
         S("outOfOrder", "outOfOrder", "out_of_order=", "[query] out_of_order", "--out-of-order",

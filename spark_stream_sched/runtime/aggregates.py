@@ -40,6 +40,16 @@ FUNCTIONS: dict[str, tuple[bool, bool]] = {
 }
 #: Aggregates that take a value column and an ordering column: ``max_by(col, ord)``.
 BY_ORDER = ("max_by", "min_by")
+
+
+def signatures() -> list[str]:
+    """Every aggregate function as it is called, e.g. ``first_where(col, pred)``."""
+    def args(func: str, takes_col: bool, takes_pred: bool) -> str:
+        if func in BY_ORDER:
+            return "col, ord"
+        return ", ".join(name for name, used in (("col", takes_col), ("pred", takes_pred)) if used)
+    return ["count(*)", *(f"{func}({args(func, *shape)})" for func, shape in FUNCTIONS.items())]
+
 _ALIAS = re.compile(r"^\s*as\s+(`[^`]+`|[A-Za-z_][A-Za-z_0-9]*)\s*$", re.IGNORECASE)
 _NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 

@@ -17,7 +17,10 @@ Sub-commands (each prints a table, or JSON with ``--json``):
 * ``bench join``   -- the runtime's 2/3-way join alone vs a pandas merge and DuckDB.
 * ``bench join-memory`` -- peak RSS of the join with and without a memory budget, each
   configuration in its own process.
-* ``bench all``    -- all of them, one after another.
+* ``bench nexmark`` -- Nexmark queries on the runtime, the Spark source and native Spark, per
+  CPU second of all processes, against DuckDB references (not in ``bench all``: 10 M events
+  take most of an hour on 2 cores).
+* ``bench all``    -- all of them but ``nexmark``, one after another.
 
 To add a benchmark, write ``_add_<name>_args(parser)`` and ``_run_<name>(args) -> results`` and
 register them in :data:`BENCHES`; the shared flags (``--rows``, ``--repeat``, ``--json``,
@@ -119,6 +122,44 @@ def _format_window(results: Results) -> str:
     return window.format_results(results)
 
 
+# -- nexmark ----------------------------------------------------------------------------------
+
+def _add_nexmark_args(parser: argparse.ArgumentParser) -> None:
+    from spark_stream_sched.bench import nexmark
+
+    parser.add_argument("--events", type=int, default=None,
+                        help="events to generate (default 10,000,000; --quick 200,000)")
+    parser.add_argument("--queries", default=None,
+                        help=f"comma-separated queries (default all: {','.join(nexmark.QUERIES)})")
+    parser.add_argument("--engines", default=None,
+                        help=f"comma-separated engines (default {','.join(nexmark.ENGINES)})")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--workdir", default=None,
+                        help="keep the events and outputs here (default: a temporary directory)")
+
+
+def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else default
+
+
+def _run_nexmark(args: argparse.Namespace) -> Results:
+    from spark_stream_sched.bench import nexmark
+
+    events = args.events if args.events is not None else (200_000 if args.quick else 10_000_000)
+    if events < 1:
+        raise ConfigError("--events must be >= 1")
+    return nexmark.run(events=events, queries=_names(args.queries, tuple(nexmark.QUERIES)),
+                       engines=_names(args.engines, nexmark.ENGINES),
+                       repeat=pick(args, "repeat", 3, 1), seed=args.seed, master=args.master,
+                       workdir=args.workdir, show_progress=not args.no_progress)
+
+
+def _format_nexmark(results: Results) -> str:
+    from spark_stream_sched.bench import nexmark
+
+    return nexmark.format_results(results)
+
+
 # -- all --------------------------------------------------------------------------------------
 
 #: What ``bench all`` runs, in order (``--quick`` makes each a smoke run).
@@ -162,6 +203,8 @@ BENCHES: dict[str, Bench] = {
     "adaptation": adaptation_bench.register(Bench),
     "join": join_bench.register(Bench),
     "join-memory": join_memory_bench.register(Bench),
+    "nexmark": Bench("Nexmark q7, q11: runtime, Spark source, native Spark, per CPU second",
+                     _add_nexmark_args, _run_nexmark, _format_nexmark),
     "all": Bench("every benchmark above, one after another (--quick: smoke runs)",
                  lambda parser: None, _run_all, _format_all),
 }
